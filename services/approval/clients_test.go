@@ -12,13 +12,15 @@ import (
 
 // TestCardsAreRedrawnWhenAnMCPClientComesOrGoes: when the gateway records
 // that a pending call's client started, stopped or resumed waiting, every
-// channel that announced the call redraws its message (where the card
-// says so); a renewal that changes nothing, and a decided call, redraw
-// nothing.
+// channel that announced the call and draws that line (a notify.Redrawer)
+// redraws its message; a renewal that changes nothing, and a decided call,
+// redraw nothing. A channel that is not a Redrawer is told nothing (its
+// Update is the outcome), and no redraw is recorded as `notified`.
 func TestCardsAreRedrawnWhenAnMCPClientComesOrGoes(t *testing.T) {
 	w := newWorld(t)
-	rec := &recorder{name: "rec"}
-	w.start(rec)
+	rec := redrawer{&recorder{name: "rec"}}
+	mail := &recorder{name: "mail"}
+	w.start(rec, mail)
 	ctx := context.Background()
 	clients, err := clientwait.Open(ctx, w.deps.JS, w.cfg.Buckets.ClientWaits)
 	if err != nil {
@@ -41,9 +43,9 @@ func TestCardsAreRedrawnWhenAnMCPClientComesOrGoes(t *testing.T) {
 	redrawn := func(n int, what string) {
 		t.Helper()
 		testenv.Eventually(t, 10*time.Second, what, func() bool {
-			return len(rec.seenOf("update:waited:APPROVAL_STATE_PENDING")) >= n
+			return len(rec.seenOf("redraw:waited:APPROVAL_STATE_PENDING")) >= n
 		})
-		if got := len(rec.seenOf("update:waited:APPROVAL_STATE_PENDING")); got != n {
+		if got := len(rec.seenOf("redraw:waited:APPROVAL_STATE_PENDING")); got != n {
 			t.Fatalf("%s: the card was redrawn %d times, want %d", what, got, n)
 		}
 	}
@@ -71,9 +73,14 @@ func TestCardsAreRedrawnWhenAnMCPClientComesOrGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "the later call's card to be redrawn", func() bool {
-		return rec.has("update:later:APPROVAL_STATE_PENDING")
+		return rec.has("redraw:later:APPROVAL_STATE_PENDING")
 	})
-	if got := len(rec.seenOf("update:waited:APPROVAL_STATE_PENDING")); got != 3 {
+	if got := len(rec.seenOf("redraw:waited:APPROVAL_STATE_PENDING")); got != 3 {
 		t.Fatalf("the decided call's card was redrawn as pending %d times, want 3", got)
+	}
+	for _, c := range []string{"waited", "later"} {
+		if got := mail.seenOf("update:" + c + ":APPROVAL_STATE_PENDING"); len(got) > 0 {
+			t.Errorf("a channel that draws no client line was sent %d updates of call %s, still pending", len(got), c)
+		}
 	}
 }

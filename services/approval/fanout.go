@@ -188,12 +188,31 @@ func (f *fanout) update(ctx context.Context, rec *airlockv1.ApprovalRecord) {
 	})
 }
 
+// redraw draws rec, still pending, again on every channel that announced
+// it and draws more than the call (notify.Redrawer); the others are told
+// nothing. It records no `notified` event: no one was told anything new.
+func (f *fanout) redraw(ctx context.Context, rec *airlockv1.ApprovalRecord) {
+	redraws := func(n notify.Notifier) bool { _, ok := n.(notify.Redrawer); return ok }
+	f.refsOf(ctx, rec, "redraw", redraws, false, func(ctx context.Context, n notify.Notifier, r *airlockv1.ApprovalRecord, ref string) error {
+		return n.(notify.Redrawer).Redraw(ctx, r, ref)
+	})
+}
+
+// eachRef runs do for every message rec names, recording each success as
+// `notified` (kind says what was told).
 func (f *fanout) eachRef(ctx context.Context, rec *airlockv1.ApprovalRecord, kind string, do func(context.Context, notify.Notifier, *airlockv1.ApprovalRecord, string) error) {
+	f.refsOf(ctx, rec, kind, func(notify.Notifier) bool { return true }, true, do)
+}
+
+// refsOf runs do for every message rec names on a channel this process
+// runs and pick accepts, each through its channel's lane; with record,
+// each success is recorded as `notified`.
+func (f *fanout) refsOf(ctx context.Context, rec *airlockv1.ApprovalRecord, kind string, pick func(notify.Notifier) bool, record bool, do func(context.Context, notify.Notifier, *airlockv1.ApprovalRecord, string) error) {
 	var wg sync.WaitGroup
 	for _, ref := range rec.GetNotifications() {
 		n, ref := f.byName(ref.GetChannel()), ref.GetRef()
-		if n == nil {
-			continue // a channel this process does not run (another replica's, or removed)
+		if n == nil || !pick(n) {
+			continue // a channel this process does not run (another replica's, or removed), or not asked
 		}
 		wg.Add(1)
 		f.deliver(n, rec, func() {
@@ -206,7 +225,9 @@ func (f *fanout) eachRef(ctx context.Context, rec *airlockv1.ApprovalRecord, kin
 					"call", domain.RefOf(rec).Key(), "err", err)
 				return
 			}
-			f.record(ctx, domain.NotifiedEvent(rec, n.Name(), ref, kind))
+			if record {
+				f.record(ctx, domain.NotifiedEvent(rec, n.Name(), ref, kind))
+			}
 		})
 	}
 	wg.Wait()

@@ -344,6 +344,16 @@ func (r *recorder) Update(_ context.Context, rec *airlockv1.ApprovalRecord, _ st
 	r.add("update:" + rec.GetCall().GetCallId() + ":" + rec.GetState().String())
 	return nil
 }
+
+// redrawer is a recorder whose messages show more than the call (a chat
+// card): it implements notify.Redrawer, recording "redraw:<call>:<state>".
+type redrawer struct{ *recorder }
+
+func (r redrawer) Redraw(_ context.Context, rec *airlockv1.ApprovalRecord, _ string) error {
+	r.add("redraw:" + rec.GetCall().GetCallId() + ":" + rec.GetState().String())
+	return nil
+}
+
 func (r *recorder) add(s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -66,6 +66,9 @@ type flight struct {
 	// (adopt, or a call whose outcome went to another session first): the
 	// time to answer "pending" counts from then.
 	since time.Time
+	// notedID: this request added the call's derived id to the endpoint's
+	// recent ids; a call refused before it was submitted takes it back.
+	notedID bool
 	// progress counts the request's progress notifications when several
 	// calls share it (a run_code script's); nil: the call's own.
 	progress *progressCount
@@ -144,7 +147,9 @@ func (ep *endpoint) callTool(ctx context.Context, req *mcp.CallToolRequest, t *t
 			Annotations: t.annotations, AnnotationsTrusted: t.up.GetTrusted(),
 		}}
 		// Only a derived id can come again; a random one is always fresh.
-		f.fresh = sessionID == "" || requestID == "" || !ep.recent.add(f.call.ID, time.Now())
+		derived := sessionID != "" && requestID != ""
+		f.fresh = !derived || !ep.recent.add(f.call.ID, time.Now())
+		f.notedID = derived && f.fresh
 		res, err := ep.follow(ctx, req, f, true)
 		switch {
 		case !errors.Is(err, errAnsweredElsewhere):
@@ -168,8 +173,31 @@ func (ep *endpoint) resume(ctx context.Context, req *mcp.CallToolRequest, t *too
 		answer = r
 	}
 	f := &flight{tool: t, made: true, call: airlock.Call{ID: st.Call, Revision: st.Rev, Server: t.up.GetServer(), Tool: t.up.GetTool()}}
-	ep.answer(ctx, f, st.Rev, answer, st.Digest, formMode)
+	// The state is valid for a day and may come back any number of times:
+	// only a revision still pending is answered. Deciding one decided
+	// already changes nothing but would store a decision_refused event per
+	// request, uncharged; its client gets the call's outcome instead.
+	if ep.stillPending(ctx, f.call.ID, st.Rev) {
+		ep.answer(ctx, f, st.Rev, answer, st.Digest, formMode)
+	}
 	return ep.follow(ctx, req, f, false)
+}
+
+// stillPending reports whether revision rev of the call may still be
+// decided. A record not found yet (its approval_requested event may
+// precede it) or not readable counts as pending: the answer then goes to
+// the approval service, which alone decides whether it counts.
+func (ep *endpoint) stillPending(ctx context.Context, callID string, rev uint32) bool {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	rec, err := ep.g.approvals.Get(gctx, ep.cfg.Agent, callID, rev)
+	if err != nil {
+		if apierr.CodeOf(err) != apierr.NotFound {
+			ep.log.Info("whether a confirmed call still waits could not be read; the answer is sent", "call", callID, "err", err)
+		}
+		return true
+	}
+	return rec.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING
 }
 
 // follow waits for the call's outcome. With mayConfirm, an approval request
@@ -262,6 +290,11 @@ func (ep *endpoint) follow(ctx context.Context, req *mcp.CallToolRequest, f *fli
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, airlock.ErrInvalid) {
+			// With no outcome the SDK refused it before anything was
+			// published: there is no call to follow if it comes again.
+			if f.notedID && out.Status != airlock.StatusInvalid {
+				ep.recent.forget(f.call.ID)
+			}
 			return errorResult("invalid", f.call.ID, "airlock refused the call as malformed: "+strings.TrimPrefix(err.Error(), airlock.ErrInvalid.Error()+": ")), nil
 		}
 		ep.log.Warn("a call could not be followed", "call", f.call.ID, "err", err)

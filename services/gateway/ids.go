@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"container/list"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -88,35 +89,65 @@ func argsDigest(args map[string]any) string {
 // recentCalls remembers the call ids an endpoint derived lately, so that a
 // request sent again (same session, same id) follows the call it already
 // submitted from the stream instead of waiting for events it may have missed.
+// It holds at most recentMax ids, the least recently seen forgotten first.
 type recentCalls struct {
-	mu        sync.Mutex
-	seen      map[string]time.Time
-	lastPrune time.Time
+	mu    sync.Mutex
+	seen  map[string]*list.Element // of order
+	order *list.List               // of recentCall, least recently seen first
+}
+
+type recentCall struct {
+	id string
+	at time.Time
 }
 
 // recentFor is how long a derived call id is remembered; sessions idle
 // longer are closed anyway.
 const recentFor = 2 * time.Hour
 
-func newRecentCalls() *recentCalls { return &recentCalls{seen: map[string]time.Time{}} }
+// recentMax bounds how many derived call ids an endpoint remembers
+// (about 200 bytes each): however fast its clients call, the memory stays
+// a few MB. An id forgotten early is followed as a new call's when it
+// comes again, as one older than recentFor is.
+const recentMax = 32 << 10
+
+func newRecentCalls() *recentCalls {
+	return &recentCalls{seen: map[string]*list.Element{}, order: list.New()}
+}
 
 // add records id and reports whether it was seen before.
 func (r *recentCalls) add(id string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// Forget old ids at most once a minute, whatever the map's size: a
-	// sweep under the lock on every call would cost every call.
-	if now.Sub(r.lastPrune) > time.Minute {
-		r.lastPrune = now
-		for k, t := range r.seen {
-			if now.Sub(t) > recentFor {
-				delete(r.seen, k)
-			}
-		}
+	// The oldest ids are at the front: forgetting the expired ones costs
+	// only what expired.
+	for e := r.order.Front(); e != nil && now.Sub(e.Value.(recentCall).at) > recentFor; e = r.order.Front() {
+		r.drop(e)
 	}
-	_, ok := r.seen[id]
-	r.seen[id] = now
-	return ok
+	if e, ok := r.seen[id]; ok {
+		e.Value = recentCall{id: id, at: now}
+		r.order.MoveToBack(e)
+		return true
+	}
+	for r.order.Len() >= recentMax {
+		r.drop(r.order.Front())
+	}
+	r.seen[id] = r.order.PushBack(recentCall{id: id, at: now})
+	return false
+}
+
+// forget drops id: a call refused before it was submitted is none to follow.
+func (r *recentCalls) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.seen[id]; ok {
+		r.drop(e)
+	}
+}
+
+func (r *recentCalls) drop(e *list.Element) {
+	delete(r.seen, e.Value.(recentCall).id)
+	r.order.Remove(e)
 }
 
 // state is what a 2026-07-28 client echoes back (requestState) after the

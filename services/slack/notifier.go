@@ -297,6 +297,12 @@ func (n *Notifier) Update(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 	return nil
 }
 
+// Redraw implements notify.Redrawer: Update draws the card for rec's
+// current state, the line saying whether its client waits included.
+func (n *Notifier) Redraw(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
+	return n.Update(ctx, rec, ref)
+}
+
 // Remind implements notify.Notifier: a reply in each card's thread, also
 // shown in the channel, saying the call still waits (or was escalated).
 func (n *Notifier) Remind(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {

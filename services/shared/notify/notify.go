@@ -33,6 +33,17 @@ type Notifier interface {
 	Update(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error
 }
 
+// Redrawer is a channel whose message of a pending call shows more than
+// the call: Slack and Teams cards say whether the agent's MCP client still
+// waits (clientwait.CardLine). The approval service redraws such messages
+// when that changes. Update is for the outcome (an email, a webhook, a
+// PagerDuty resolve): a channel that is not a Redrawer is told nothing
+// while the call waits.
+type Redrawer interface {
+	// Redraw draws rec, still pending, again on the message ref.
+	Redraw(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error
+}
+
 // Digester is a channel that can tell, in one message, of the pending
 // calls of one agent it did not announce one by one: past
 // approval.notify_burst the approval service coalesces an agent's calls on
