@@ -30,8 +30,8 @@ func runningDevFile(d natsauth.Dev, file, orElse string) (string, error) {
 	}
 	if !held {
 		return "", fmt.Errorf("no airlock dev is running on the data dir %s (%s is left from one that stopped, and the address it names may be another program's now): "+
-			"start it with `airlock dev --data %s` (`go tool task up` in airlock's repository), name the data dir of the dev that runs with --data DIR%s",
-			d.DataDir, file, d.DataDir, orElse)
+			"start it with `airlock dev%s` (`go tool task up` in airlock's repository), name the data dir of the dev that runs with --data DIR%s",
+			d.DataDir, file, dataArg(d.DataDir), orElse)
 	}
 	return strings.TrimSpace(string(raw)), nil
 }
