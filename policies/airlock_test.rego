@@ -968,3 +968,24 @@ test_the_write_rule_names_the_secrets_the_read_rule_names if {
 		contains(write.arguments_matching[ptr], sprintf("(%s)($|[^a-z0-9._-])", [names]))
 	}
 }
+
+# The gate's own configuration: a coding agent that edits the file its hook
+# is installed in (`airlock hook install`: Claude Code's .claude/settings*.json,
+# Cursor's .cursor/hooks.json, Copilot's .github/hooks/airlock.json) can
+# remove the hook or set "disableAllHooks": true, and every later tool use
+# of every session runs ungated. Such a write is at least as risky as a write
+# to a secret: no grant made for ordinary edits may answer it. (.codex and
+# .gemini are on the secrets list already.)
+test_writing_the_agents_hook_configuration_is_never_an_ordinary_edit if {
+	every p in [
+		".claude/settings.local.json", ".claude/settings.json", "/home/alice/.claude/settings.json",
+		"proj/.claude/settings.local.json", ".cursor/hooks.json", "/home/alice/.cursor/hooks.json",
+		".github/hooks/airlock.json",
+	] {
+		every c in edit_calls_of(p) {
+			d := airlock.decision with input as call(c[0], c[1], c[2])
+			d.action != "allow"
+			d.risk in {"high", "critical"}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 )
 
 // authLog is a console stand-in that records the Authorization header of
@@ -46,7 +49,12 @@ func (a *authLog) headers() []string {
 // --api. An explicit --api or AIRLOCK_API still wins.
 func TestAPITokenGoesOnlyToItsConsole(t *testing.T) {
 	devConsole, stranger := newAuthLog(t), newAuthLog(t)
-	withURL := t.TempDir() // a data dir whose dev runs
+	withURL := t.TempDir() // a data dir whose dev runs: it holds the lock
+	unlock, err := lockDataDir(natsauth.Dev{DataDir: withURL}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
 	if err := os.WriteFile(filepath.Join(withURL, "admin.token"), []byte("dev-admin-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -206,8 +206,9 @@ func (g *globals) agentClient(ctx context.Context, agent, creds string) (config.
 	if cfg.HTTP.PublicURL == config.Default().HTTP.PublicURL {
 		// Links point at the running dev's console (it may listen on
 		// another --http address); without it, at the configured default.
-		if raw, err := os.ReadFile(natsauth.Dev{DataDir: cfg.Dev.DataDir}.ConsoleURLFile()); err == nil && strings.TrimSpace(string(raw)) != "" {
-			cfg.HTTP.PublicURL = strings.TrimSpace(string(raw))
+		d := natsauth.Dev{DataDir: cfg.Dev.DataDir}
+		if u, err := runningDevFile(d, d.ConsoleURLFile(), ""); err == nil && u != "" {
+			cfg.HTTP.PublicURL = u
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -101,10 +101,10 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 			}
 			// The running dev's own address, else where it listens as configured.
 			var url string
-			raw, err := os.ReadFile(d.URLFile())
-			running := err == nil
-			if running {
-				url = strings.TrimSpace(string(raw))
+			// A nats.url no dev holds the lock for is left from one that stopped.
+			running := false
+			if u, err := runningDevFile(d, d.URLFile(), ""); err == nil && u != "" {
+				running, url = true, u
 			} else {
 				url = fmt.Sprintf("nats://%s:%d", cfg.Dev.NATSHost, cfg.Dev.NATSPort)
 			}

@@ -90,12 +90,12 @@ func (f *apiFlags) client(g *globals) (*apiClient, error) {
 // devConsoleURL is where the `airlock dev` running on dataDir serves its
 // console, read from the file it writes while it runs.
 func devConsoleURL(dataDir string) (string, error) {
-	file := natsauth.Dev{DataDir: dataDir}.ConsoleURLFile()
-	raw, err := os.ReadFile(file)
+	d := natsauth.Dev{DataDir: dataDir}
+	file := d.ConsoleURLFile()
+	u, err := runningDevFile(d, file, ", or pass --api URL (or set AIRLOCK_API) naming the console the API token belongs to")
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read where the console listens: %w (or pass --api URL, or set AIRLOCK_API)", err)
+		return "", err
 	}
-	u := strings.TrimSpace(string(raw))
 	if u == "" {
 		return "", fmt.Errorf("no console address: %s is not there, so no `airlock dev` runs on the data dir %s. "+
 			"Start `airlock dev` there, name the right data dir with --data DIR (or AIRLOCK_DEV_DATA_DIR=DIR), "+

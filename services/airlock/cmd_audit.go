@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/calls"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/escape"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -131,15 +133,19 @@ func (a *auditFlags) config(g *globals) (cfg config.Config, dsn, from string, er
 	case cfg.ClickHouse.Reader() != "":
 		return cfg, cfg.ClickHouse.Reader(), "", nil
 	}
-	if raw, rerr := os.ReadFile(localDSNFile(cfg.Dev.DataDir)); rerr == nil {
-		user := audit.LocalAuditor
-		if a.write {
-			user = audit.LocalWriter
-		}
-		dsn, err = audit.LocalDSN(cfg.Dev.DataDir, strings.TrimSpace(string(raw)), user)
-		return cfg, dsn, localDSNFile(cfg.Dev.DataDir), err
+	base, rerr := runningDevFile(natsauth.Dev{DataDir: cfg.Dev.DataDir}, localDSNFile(cfg.Dev.DataDir), ", or pass --clickhouse DSN")
+	switch {
+	case errors.Is(rerr, fs.ErrNotExist):
+		return cfg, "", "", nil
+	case rerr != nil:
+		return cfg, "", "", rerr
 	}
-	return cfg, "", "", nil
+	user := audit.LocalAuditor
+	if a.write {
+		user = audit.LocalWriter
+	}
+	dsn, err = audit.LocalDSN(cfg.Dev.DataDir, base, user)
+	return cfg, dsn, localDSNFile(cfg.Dev.DataDir), err
 }
 
 // writer opens the ClickHouse store itself, for the commands that need it

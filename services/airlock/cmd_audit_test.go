@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/airlock-gate/airlock/services/audit/record"
 	"github.com/airlock-gate/airlock/services/audit/store"
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/svc"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -98,6 +100,11 @@ func TestTheAuditCLIFindsTheLocalClickHouseOfDev(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
+	unlock, err := lockDataDir(natsauth.Dev{DataDir: dir}, slog.New(slog.DiscardHandler)) // a dev runs on dir
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
 	if err := os.WriteFile(localDSNFile(dir), []byte("clickhouse://"+addr+"/airlock\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 
 // bootstrapConsole creates the first admin and the admin API token of an
 // `airlock dev` installation (once; later starts reuse them) and returns the
-// lines dev prints about the console. The password appears only on the
+// lines dev prints about the console. Every console session of an earlier
+// run ends (API tokens stay: no browser sends them). The password appears only on the
 // start that created the user: it is stored as a bcrypt hash. It adds the
 // admin to its groups in deps' approval.groups, so that the approval service
 // (built from deps afterwards) lets the admin decide what the default policy
@@ -25,7 +26,9 @@ func bootstrapConsole(ctx context.Context, deps *svc.Deps, dataDir, httpAddr str
 		}
 		deps.Config.Console.WebPush.VAPIDPrivateKeyFile = file
 	}
-	admin, err := console.Bootstrap(ctx, *deps, dataDir)
+	// Sessions of an earlier run end: a cookie an open tab sent to whoever
+	// listened on the port while dev was down must decide nothing now.
+	admin, err := console.Bootstrap(ctx, *deps, dataDir, console.BootstrapOptions{EndSessions: true})
 	if err != nil {
 		return "", fmt.Errorf("prepare the console: %w", err)
 	}

@@ -42,12 +42,13 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// signalContext is canceled on the first SIGINT/SIGTERM; a second one exits
-// at once, for when a graceful drain hangs.
+// signalContext is canceled on the first SIGINT/SIGTERM/SIGHUP (SIGHUP: the
+// terminal dev runs in was closed, which must clean up like a Ctrl-C); a
+// second one exits at once, for when a graceful drain hangs.
 func signalContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		<-sigs
 		fmt.Fprintln(os.Stderr, "airlock: shutting down (Ctrl-C again to force)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -195,8 +196,14 @@ func (g *globals) connect(ctx context.Context, cfg config.Config) (*nats.Conn, j
 		if seed := d.SeedFile(natsauth.RoleAdmin); fileExists(seed) {
 			noDevCredentials = false
 			cfg.NATS.NkeySeedFile = seed
-			if raw, err := os.ReadFile(d.URLFile()); err == nil && strings.TrimSpace(string(raw)) != "" && g.natsURL == "" && cfg.NATS.URL == config.Default().NATS.URL {
-				cfg.NATS.URL = strings.TrimSpace(string(raw))
+			if g.natsURL == "" && cfg.NATS.URL == config.Default().NATS.URL {
+				u, err := runningDevFile(d, d.URLFile(), ", or pass --nats URL")
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return nil, nil, err
+				}
+				if u != "" {
+					cfg.NATS.URL = u
+				}
 			}
 		}
 	}

@@ -36,6 +36,17 @@ type FirstAdmin struct {
 	TokenCreated bool
 }
 
+// BootstrapOptions are what the caller of Bootstrap chooses.
+type BootstrapOptions struct {
+	// EndSessions ends every console session stored in the bucket (API
+	// tokens stay). `airlock dev` sets it: while dev is down, any local
+	// process may listen on its console's port and collect the session
+	// cookie an open tab sends there, and that cookie must decide nothing
+	// on the next dev. A production console with replicas must not set it:
+	// one replica starting would sign everyone out.
+	EndSessions bool
+}
+
 // TokenFileName is the admin token's file in the data directory.
 const TokenFileName = "admin.token"
 
@@ -43,8 +54,9 @@ const TokenFileName = "admin.token"
 // user has the admin role, it creates the user "admin" with a random
 // password (stored as a bcrypt hash in the console bucket; returned once),
 // and it makes sure <dataDir>/admin.token holds a valid API token of the
-// admin. Running it again changes nothing while the token is valid.
-func Bootstrap(ctx context.Context, deps svc.Deps, dataDir string) (FirstAdmin, error) {
+// admin. Running it again changes nothing while the token is valid, but
+// for the sessions opts.EndSessions ends.
+func Bootstrap(ctx context.Context, deps svc.Deps, dataDir string, opts BootstrapOptions) (FirstAdmin, error) {
 	kv, err := deps.JS.KeyValue(ctx, deps.Config.Buckets.Console)
 	if err != nil {
 		return FirstAdmin{}, fmt.Errorf("console bucket %s: %w", deps.Config.Buckets.Console, err)
@@ -52,6 +64,11 @@ func Bootstrap(ctx context.Context, deps svc.Deps, dataDir string) (FirstAdmin, 
 	st, err := newStore(kv, deps.Config.Console, time.Now)
 	if err != nil {
 		return FirstAdmin{}, err
+	}
+	if opts.EndSessions {
+		if err := st.endAllSessions(ctx); err != nil {
+			return FirstAdmin{}, err
+		}
 	}
 	out := FirstAdmin{User: "admin", Groups: []string{"reviewers"}, TokenFile: filepath.Join(dataDir, TokenFileName)}
 	configured := false

@@ -765,7 +765,7 @@ func TestRESTAPI(t *testing.T) {
 	t.Run("the approval service being down is 503 unavailable", func(t *testing.T) {
 		n := testenv.StartNATS(t)
 		lone := &env{t: t, deps: testenv.Deps(t, testenv.Config(n.URL()))}
-		admin, err := console.Bootstrap(context.Background(), lone.deps, t.TempDir())
+		admin, err := console.Bootstrap(context.Background(), lone.deps, t.TempDir(), console.BootstrapOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -784,14 +784,14 @@ func TestBootstrapCreatesTheFirstAdminOnce(t *testing.T) {
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	dir := t.TempDir()
 	ctx := context.Background()
-	first, err := console.Bootstrap(ctx, deps, dir)
+	first, err := console.Bootstrap(ctx, deps, dir, console.BootstrapOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.User != "admin" || len(first.Password) < 16 || !first.TokenCreated {
 		t.Fatalf("first run %+v", first)
 	}
-	second, err := console.Bootstrap(ctx, deps, dir)
+	second, err := console.Bootstrap(ctx, deps, dir, console.BootstrapOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -816,6 +816,49 @@ func TestBootstrapCreatesTheFirstAdminOnce(t *testing.T) {
 	tok := b.csrf("/login")
 	if p := b.post("/login", url.Values{"_csrf": {tok}, "user": {"admin"}, "password": {first.Password}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("the printed password does not sign in: %d", p.Status)
+	}
+}
+
+// TestBootstrapEndsSessionsOnlyWhenAsked: with EndSessions (what `airlock
+// dev` sets) every console session of an earlier run ends and the admin
+// token still works; without it (a console replica starting) sessions stay.
+func TestBootstrapEndsSessionsOnlyWhenAsked(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := testenv.Deps(t, testenv.Config(n.URL()))
+	dir := t.TempDir()
+	ctx := context.Background()
+	first, err := console.Bootstrap(ctx, deps, dir, console.BootstrapOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, deps: deps}
+	_, e.srv = e.startConsole()
+	b := e.browser()
+	if p := b.post("/login", url.Values{"_csrf": {b.csrf("/login")}, "user": {"admin"}, "password": {first.Password}}); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", p.Status)
+	}
+	signedIn := func() bool { return b.get("/tokens").Status == http.StatusOK }
+	if !signedIn() {
+		t.Fatal("not signed in after signing in")
+	}
+	if _, err := console.Bootstrap(ctx, deps, dir, console.BootstrapOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !signedIn() {
+		t.Error("a Bootstrap without EndSessions ended a session")
+	}
+	if _, err := console.Bootstrap(ctx, deps, dir, console.BootstrapOptions{EndSessions: true}); err != nil {
+		t.Fatal(err)
+	}
+	if signedIn() {
+		t.Error("the session still signs in after a Bootstrap with EndSessions")
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := apiCall(t, e.srv.URL, strings.TrimSpace(string(raw)), http.MethodGet, "/api/v1/whoami", ""); p.Status != http.StatusOK {
+		t.Errorf("admin.token after EndSessions: %d %s", p.Status, p.Body)
 	}
 }
 

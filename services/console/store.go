@@ -413,6 +413,20 @@ func (s *store) revokeToken(ctx context.Context, id string, by Principal) (token
 	return rec, nil
 }
 
+// endAllSessions ends every stored session: each cookie signs in no more.
+func (s *store) endAllSessions(ctx context.Context) error {
+	keys, err := bus.Keys(ctx, s.kv, "sessions.*")
+	if err != nil {
+		return fmt.Errorf("list the console sessions to end: %w", err)
+	}
+	for _, key := range keys {
+		if err := s.remove(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("end console session %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
 // sweepSessions deletes sessions that expired without signing out, so the
 // bucket does not grow forever. Replicas may sweep at the same time: a
 // delete of a deleted key is harmless.

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -36,9 +37,7 @@ type Server struct {
 	// InterserverPort is where a replica serves parts to the others (0 when
 	// the server is not a replica).
 	InterserverPort int
-	// probeUser and probePassword are who the readiness probe logs in as.
-	probeUser, probePassword string
-	replica                  *replicaOf
+	replica         *replicaOf
 
 	proc child.Process
 }
@@ -71,7 +70,7 @@ func Binary() (string, error) {
 // its data across Start/Stop, and the ports chosen are written into the
 // config so a restart comes back on the same address.
 func New(dir string, tcpPort int) (*Server, error) {
-	return newServer(dir, tcpPort, testUsers, "default", "", nil)
+	return newServer(dir, tcpPort, testUsers, nil)
 }
 
 // Shard is the {shard} macro of every replica NewCluster makes: one shard,
@@ -104,7 +103,7 @@ func NewCluster(dir string, n int, zooKeeper, cluster string) ([]*Server, error)
 	out := make([]*Server, n)
 	for i := range out {
 		name := fmt.Sprintf("r%d", i+1)
-		s, err := newServer(filepath.Join(dir, name), ports[i], testUsers, "default", "", &replicaOf{zooKeeper: zooKeeper, cluster: cluster, name: name, peers: peers})
+		s, err := newServer(filepath.Join(dir, name), ports[i], testUsers, &replicaOf{zooKeeper: zooKeeper, cluster: cluster, name: name, peers: peers})
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +127,7 @@ func NewWithAccounts(dir string, tcpPort int, a Accounts) (*Server, error) {
 	users := usersConfig(account{"default", "password_sha256_hex", sha256Hex(hex.EncodeToString(nobody[:])), "readonly"},
 		account{a.Writer, "password_sha256_hex", sha256Hex(a.WriterPassword), "default"},
 		account{a.Auditor, "password_sha256_hex", sha256Hex(a.AuditorPassword), "readonly"})
-	return newServer(dir, tcpPort, users, a.Writer, a.WriterPassword, nil)
+	return newServer(dir, tcpPort, users, nil)
 }
 
 // userName is what an account's name may be: it becomes an XML element.
@@ -139,7 +138,7 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func newServer(dir string, tcpPort int, users, probeUser, probePassword string, replica *replicaOf) (*Server, error) {
+func newServer(dir string, tcpPort int, users string, replica *replicaOf) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -148,7 +147,7 @@ func newServer(dir string, tcpPort int, users, probeUser, probePassword string, 
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse dir %s: %w", dir, err)
 	}
-	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort, probeUser: probeUser, probePassword: probePassword, replica: replica}
+	s := &Server{Dir: abs, bin: bin, TCPPort: tcpPort, replica: replica}
 	if s.TCPPort == 0 {
 		if s.TCPPort, err = freeport.Pick(); err != nil {
 			return nil, err
@@ -208,7 +207,10 @@ func (s *Server) Start(ctx context.Context, timeout time.Duration) error {
 	cmd.Dir = s.Dir
 	err := s.proc.Start(ctx, child.Spec{
 		Name: "clickhouse-server", Cmd: cmd, LogPath: filepath.Join(s.Dir, "log", "stdout.log"), LogHint: filepath.Join(s.Dir, "log"),
-		Ready: func(context.Context) bool { return ready(s.Addr(), s.probeUser, s.probePassword) }, Poll: 50 * time.Millisecond, Timeout: timeout,
+		// Whoever listens on the port is handed a password only once it is
+		// known to be this server: another process may bind it first.
+		Ready: func(context.Context) bool { return listensOn(s.proc.Pid(), s.TCPPort) && ready(s.Addr()) },
+		Poll:  50 * time.Millisecond, Timeout: timeout,
 	})
 	if err != nil {
 		s.Stop()
@@ -263,8 +265,11 @@ func (s *Server) CPU() time.Duration {
 func (s *Server) Running() bool { return s.proc.Running() }
 
 // ready sends a native-protocol Hello and reports whether the server answered
-// with its own Hello: accepting TCP alone happens before tables are loaded.
-func ready(addr, user, password string) bool {
+// it: accepting TCP alone happens before tables are loaded. The Hello holds
+// no secret (the port may be another process's: see listensOn): it logs in
+// as a user no server has, without a password, so the server answers with
+// an authentication error, which says it is up as well as its Hello would.
+func ready(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return false
@@ -278,8 +283,8 @@ func ready(addr, user, password string) bool {
 	b = append(b, 1, 1)
 	b = appendUvarint(b, 54213)
 	b = appendStr(b, "")
-	b = appendStr(b, user)
-	b = appendStr(b, password)
+	b = appendStr(b, probeUser)
+	b = appendStr(b, "")
 	if _, err := c.Write(b); err != nil {
 		return false
 	}
@@ -287,7 +292,63 @@ func ready(addr, user, password string) bool {
 	if _, err := c.Read(buf); err != nil {
 		return false
 	}
-	return buf[0] == 0 // ServerHello
+	return buf[0] == 0 || buf[0] == 2 // ServerHello, or Exception (authentication failed)
+}
+
+// probeUser is the readiness probe's user: no server's users file names it.
+const probeUser = "airlock_readiness_probe_nobody"
+
+// listensOn reports whether the socket listening on 127.0.0.1:port belongs
+// to process pid (or one it started), from /proc: a process that bound the
+// port before the server started must not be taken for it. Where there is
+// no /proc/net/tcp (not Linux) it cannot tell, and says yes.
+func listensOn(pid, port int) bool {
+	if pid == 0 {
+		return false
+	}
+	raw, err := os.ReadFile("/proc/net/tcp")
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	// 127.0.0.1 in either byte order (the kernel's, as a hex number).
+	local := map[string]bool{fmt.Sprintf("0100007F:%04X", port): true, fmt.Sprintf("7F000001:%04X", port): true}
+	sockets := map[string]bool{}
+	for _, line := range strings.Split(string(raw), "\n")[1:] {
+		// sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt uid timeout inode
+		f := strings.Fields(line)
+		if len(f) > 9 && local[f[1]] && f[3] == "0A" { // 0A: LISTEN
+			sockets["socket:["+f[9]+"]"] = true
+		}
+	}
+	return len(sockets) > 0 && holdsSocket(pid, sockets, 3)
+}
+
+// holdsSocket reports whether process pid, or a descendant up to depth
+// generations down, has one of sockets ("socket:[inode]") open.
+func holdsSocket(pid int, sockets map[string]bool, depth int) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, _ := os.ReadDir(dir)
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && sockets[l] {
+			return true
+		}
+	}
+	if depth == 0 {
+		return false
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		for _, k := range strings.Fields(string(kids)) {
+			if kid, err := strconv.Atoi(k); err == nil && holdsSocket(kid, sockets, depth-1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func appendStr(b []byte, s string) []byte { return append(appendUvarint(b, uint64(len(s))), s...) }
