@@ -390,12 +390,19 @@ func approvalsShowCmd(g *globals, f *apiFlags) *cobra.Command {
 					Type, Actor, Detail string
 					Time                time.Time
 				}
+				// The console shows a call's first and last 100 events
+				// and counts those between (timelineEnds).
+				Omitted   int    `json:"omitted"`
+				AllEvents string `json:"all_events"`
 			}
 			if err := c.do(cmd.Context(), http.MethodGet, path+"/events", nil, &tl); err != nil {
 				return fmt.Errorf("events of %s: %w", args[0], err)
 			}
 			fmt.Println("timeline")
-			for _, e := range tl.Events {
+			for i, e := range tl.Events {
+				if i == len(tl.Events)/2 && tl.Omitted > 0 {
+					fmt.Printf("  … %d more events not shown here: %s lists every one\n", tl.Omitted, escape.Terminal(tl.AllEvents))
+				}
 				fmt.Printf("  %s  %-20s %-24s %s\n", e.Time.UTC().Format(time.TimeOnly), escape.Terminal(e.Type), escape.Terminal(e.Actor), cliOneLine(e.Detail, 80))
 			}
 			return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -401,6 +402,18 @@ func lockDataDir(d natsauth.Dev, log *slog.Logger) (unlock func(), err error) {
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	// No dev held the lock, so the addresses a dev writes while it runs are
+	// left by one that ended without its clean-up (killed): the ports they
+	// name may be anyone's now, and this dev may not write them all again
+	// (clickhouse.dsn only with --clickhouse-local), or not at once.
+	for _, stale := range []string{d.URLFile(), d.ConsoleURLFile(), localDSNFile(d.DataDir)} {
+		if err := os.Remove(stale); err == nil {
+			log.Info("removed an address file an airlock dev that did not stop cleanly left", "file", stale)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			f.Close()
+			return nil, fmt.Errorf("remove %s, left by an airlock dev that did not stop cleanly: %w", stale, err)
+		}
 	}
 	return func() { f.Close() }, nil
 }

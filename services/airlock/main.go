@@ -48,7 +48,13 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 func signalContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	// A closed terminal stops a command as Ctrl-C does (a dev killed without
+	// its clean-up leaves its address files), but not one started under
+	// nohup: Notify would undo the ignoring nohup asked for.
+	if !signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(sigs, syscall.SIGHUP)
+	}
 	go func() {
 		<-sigs
 		fmt.Fprintln(os.Stderr, "airlock: shutting down (Ctrl-C again to force)")

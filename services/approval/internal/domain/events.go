@@ -145,13 +145,13 @@ func VoteEvent(rec *airlockv1.ApprovalRecord) *airlockv1.Event {
 }
 
 // RefusedEvent records a decision by actor that changed nothing (code, why).
-// Its id is derived from the call revision, the actor, the action and the
-// code: the same refusal repeated (a client sending one confirmation back
+// Its id is derived from the call revision, the actor and its channel, the
+// action and the code: the same refusal repeated (a client sending one confirmation back
 // over and over) is stored once per the stream's duplicate window, not
 // once per request.
 func RefusedEvent(call *airlockv1.ToolCall, actor *airlockv1.Actor, action, code, why string) *airlockv1.Event {
 	ev := attempt(call, actor)
-	sum := sha256.Sum256([]byte(actor.GetId() + "\x00" + action + "\x00" + code))
+	sum := sha256.Sum256([]byte(actor.GetId() + "\x00" + actor.GetChannel() + "\x00" + action + "\x00" + code))
 	ev.EventId = callref.Of(call).EventID(subject.DecisionRefused) + "." + hex.EncodeToString(sum[:8])
 	ev.Body = &airlockv1.Event_DecisionRefused{DecisionRefused: &airlockv1.DecisionRefused{Action: action, Code: code, Why: why}}
 	return ev

@@ -7,7 +7,7 @@ import (
 )
 
 // TestARefusalRepeatedHasOneEventID: the same refusal (call revision,
-// actor, action, code) has one id, so the stream's duplicate window drops
+// actor and channel, action, code) has one id, so the stream's duplicate window drops
 // its repeats; any of them differing makes another event.
 func TestARefusalRepeatedHasOneEventID(t *testing.T) {
 	call := func(rev uint32) *airlockv1.ToolCall {
@@ -25,6 +25,8 @@ func TestARefusalRepeatedHasOneEventID(t *testing.T) {
 		{"another actor", RefusedEvent(call(1), &airlockv1.Actor{Id: "erin"}, "approve", "already_decided", "decided by alice"), false},
 		{"another action", RefusedEvent(call(1), dana, "reject", "already_decided", "decided by alice"), false},
 		{"another code", RefusedEvent(call(1), dana, "approve", "stale_revision", "decided by alice"), false},
+		// Slack and then the console: an auditor sees both attempts.
+		{"another channel", RefusedEvent(call(1), &airlockv1.Actor{Type: airlockv1.ActorType_ACTOR_TYPE_HUMAN, Id: "dana", Channel: "slack"}, "approve", "already_decided", "decided by alice"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
