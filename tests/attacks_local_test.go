@@ -8,7 +8,6 @@ package tests
 // there. Every one of them works on the code they were written against.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"html"
@@ -120,63 +119,7 @@ func TestTheLocalClickHousesStartSendsNoPasswordToWhoeverListensFirst(t *testing
 	config := "--config-file=" + filepath.Join(dataDir, "clickhouse", "config.xml")
 
 	// The other user: wait for clickhouse-server with this config, then bind its port.
-	var mu sync.Mutex
-	var received []byte
-	bound := make(chan struct{})
-	stop := make(chan struct{})
-	defer close(stop)
-	bin := airlockBinary(t)
-	go func() {
-		seen := map[string]bool{}
-		if entries, err := os.ReadDir("/proc"); err == nil {
-			for _, e := range entries {
-				seen[e.Name()] = true // what ran before the second dev
-			}
-		}
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			entries, err := os.ReadDir("/proc")
-			if err != nil {
-				continue
-			}
-			for _, e := range entries {
-				if seen[e.Name()] {
-					continue
-				}
-				cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-				// A child dev has not yet exec'd still shows dev's command line.
-				seen[e.Name()] = len(cmdline) > 0 && !bytes.HasPrefix(cmdline, []byte(bin))
-				if !bytes.Contains(cmdline, []byte(config)) {
-					continue
-				}
-				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-				if err != nil {
-					t.Logf("the squatter lost the race for port %d: %v", port, err)
-					return
-				}
-				close(bound)
-				go func() { <-stop; ln.Close() }()
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-						b, _ := io.ReadAll(io.LimitReader(c, 4096))
-						mu.Lock()
-						received = append(received, b...)
-						mu.Unlock()
-					}()
-				}
-			}
-		}
-	}()
+	bound, squatter := testenv.SquatOnStart(t, []byte(config), []byte(airlockBinary(t)), port, 5*time.Second)
 
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	testenv.LaunchAirlock(t, addr, []string{"AIRLOCK_CONFIG=" + cfg}, "dev", "--data", dataDir, "--nats-port", strconv.Itoa(freePort(t)), "--http", addr)
@@ -186,11 +129,10 @@ func TestTheLocalClickHousesStartSendsNoPasswordToWhoeverListensFirst(t *testing
 		t.Fatalf("the squatter never saw clickhouse-server start with %s", config)
 	}
 	time.Sleep(3 * time.Second) // the probe polls every 50 ms: give it time to say what it says
-	mu.Lock()
-	defer mu.Unlock()
+	received := squatter.Received()
 	for _, user := range []string{"airlock", "auditor"} {
 		b, _ := os.ReadFile(filepath.Join(dataDir, "clickhouse", user+".password"))
-		if pw := strings.TrimSpace(string(b)); pw != "" && bytes.Contains(received, []byte(pw)) {
+		if pw := strings.TrimSpace(string(b)); pw != "" && strings.Contains(received, pw) {
 			t.Errorf("the process that bound the remembered ClickHouse port %d before clickhouse-server received the %s password (%d bytes received)", port, user, len(received))
 		}
 	}

@@ -2,18 +2,17 @@ package main
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlock-gate/airlock/services/audit"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // clickhouse.dsn is written and removed only by a dev started
@@ -29,24 +28,7 @@ func TestAStaleClickHouseDSNUnderADevWithoutClickHouseLocalSendsNoPassword(t *te
 		t.Fatal(err)
 	}
 	defer squatter.Close()
-	var mu sync.Mutex
-	var got strings.Builder
-	go func() {
-		for {
-			c, err := squatter.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-				b, _ := io.ReadAll(io.LimitReader(c, 4096))
-				mu.Lock()
-				got.Write(b)
-				mu.Unlock()
-			}()
-		}
-	}()
+	got := testenv.Eavesdrop(squatter, 2*time.Second)
 	// The dead dev's files: its ClickHouse's address and the auditor's password.
 	if err := os.WriteFile(localDSNFile(dir), []byte("clickhouse://"+squatter.Addr().String()+"/airlock\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -65,11 +47,11 @@ func TestAStaleClickHouseDSNUnderADevWithoutClickHouseLocalSendsNoPassword(t *te
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var a auditFlags
+	// Without the check, open dials the address and waits for an answer the
+	// squatter never gives: it reads what came for 2 s, then hangs up, and
+	// only then does open return. So what it was sent is recorded by now.
 	_, _, _ = a.open(ctx, &globals{})
-	time.Sleep(500 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Contains(got.String(), "auditor-secret-pw") {
+	if strings.Contains(got.Received(), "auditor-secret-pw") {
 		t.Fatalf("the audit CLI sent the local auditor's password to the address a dead dev's clickhouse.dsn names, though the dev that holds the lock runs no local ClickHouse")
 	}
 }

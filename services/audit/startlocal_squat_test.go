@@ -1,20 +1,16 @@
 package audit_test
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlock-gate/airlock/services/audit"
+	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
 // TestAStartSendsNoPasswordToAProcessThatBoundThePortFirst: StartLocal
@@ -43,53 +39,8 @@ func TestAStartSendsNoPasswordToAProcessThatBoundThePortFirst(t *testing.T) {
 	}
 	config := []byte("--config-file=" + filepath.Join(dir, "clickhouse", "config.xml"))
 
-	var mu sync.Mutex
-	var received []byte
-	bound := make(chan struct{})
-	done := make(chan struct{})
-	defer close(done)
-	go func() { // the other user
-		seen := map[string]bool{}
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			entries, _ := os.ReadDir("/proc")
-			for _, e := range entries {
-				if _, err := strconv.Atoi(e.Name()); err != nil || seen[e.Name()] {
-					continue
-				}
-				cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-				// A child not yet exec'd still shows this program's command line.
-				seen[e.Name()] = len(cmdline) > 0 && !bytes.HasPrefix(cmdline, []byte(os.Args[0]))
-				if !bytes.Contains(cmdline, config) {
-					continue
-				}
-				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-				if err != nil {
-					return // clickhouse-server was first: the race is lost
-				}
-				close(bound)
-				go func() { <-done; ln.Close() }()
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-						b, _ := io.ReadAll(io.LimitReader(c, 4096))
-						mu.Lock()
-						received = append(received, b...)
-						mu.Unlock()
-					}()
-				}
-			}
-		}
-	}()
+	// The other user.
+	bound, squatter := testenv.SquatOnStart(t, config, []byte(os.Args[0]), port, 3*time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -100,14 +51,12 @@ func TestAStartSendsNoPasswordToAProcessThatBoundThePortFirst(t *testing.T) {
 	select {
 	case <-bound:
 	default:
-		t.Skipf("the squatter did not bind port %d before clickhouse-server (start: %v)", port, err)
+		t.Fatalf("the squatter did not bind port %d before clickhouse-server (start: %v): the attack was not made", port, err)
 	}
 	time.Sleep(time.Second) // the last probe's connection is read to its end
-	mu.Lock()
-	defer mu.Unlock()
 	for _, user := range []string{audit.LocalWriter, audit.LocalAuditor} {
 		b, _ := os.ReadFile(audit.LocalPasswordFile(dir, user))
-		if pw := strings.TrimSpace(string(b)); pw != "" && bytes.Contains(received, []byte(pw)) {
+		if pw := strings.TrimSpace(string(b)); pw != "" && strings.Contains(squatter.Received(), pw) {
 			t.Errorf("the process that bound the remembered port %d before clickhouse-server received the %s password (start: %v)", port, user, err)
 		}
 	}
