@@ -964,8 +964,10 @@ test_the_write_rule_names_the_secrets_the_read_rule_names if {
 	every ptr in ["/file_path", "/notebook_path", "/path"] {
 		write.arguments_matching[ptr] == read
 	}
+	# In a patch a header's path ends at its line: the names that span
+	# segments (.claude/.../settings.json) may not reach into the next.
 	every ptr in ["/command", "/input"] {
-		contains(write.arguments_matching[ptr], sprintf("(%s)($|[^a-z0-9._-])", [names]))
+		contains(write.arguments_matching[ptr], sprintf("(%s)($|[^a-z0-9._-])", [replace(names, `[\s\S]`, `[^\n]`)]))
 	}
 }
 
@@ -988,4 +990,50 @@ test_writing_the_agents_hook_configuration_is_never_an_ordinary_edit if {
 			d.risk in {"high", "critical"}
 		}
 	}
+}
+
+# The list is matched against the path as written, and a tool opens the file
+# the path resolves to: a doubled separator, a "." or ".." segment, a
+# backslash or a new line in a segment ".." takes back spell the same hook
+# configuration otherwise. Every name on the list that spans segments
+# (.claude/settings*.json, .cursor/hooks.json, .github/hooks/*.json) matches
+# any path holding its segments in order with anything between (a name
+# within one segment needs nothing: resolving a path only drops segments),
+# so each such spelling asks as the plain one does; a tool's path cannot
+# hold a new line in a patch's header, so that spelling is not a patch's.
+hook_configuration_spellings := [
+	".claude//settings.local.json", "proj//.claude///settings.json", ".claude/./settings.json",
+	".claude/agents/../settings.json", "a/../.claude/x/y/../../settings.local.json", ".claude\\settings.json",
+	".cursor//hooks.json", ".cursor/./x/../hooks.json", ".github//hooks/airlock.json",
+	".github/hooks//airlock.json", ".github/./hooks/x/../airlock.json", "/home/alice/proj/.CLAUDE//Settings.json",
+]
+
+test_every_spelling_of_the_agents_hook_configuration_is_asked_about if {
+	every p in hook_configuration_spellings {
+		lower(airlock.lexical(p)) in {
+			".claude/settings.json", ".claude/settings.local.json", "proj/.claude/settings.json", ".cursor/hooks.json",
+			".github/hooks/airlock.json", "/home/alice/proj/.claude/settings.json",
+		}
+		every c in edit_calls_of(p) {
+			d := airlock.decision with input as call(c[0], c[1], c[2])
+			d.rule_id == "coding-edit-secrets"
+			d.risk in {"high", "critical"}
+		}
+		d := airlock.decision with input as call("claude", "Read", {"file_path": p})
+		d.rule_id == "coding-secrets"
+	}
+	every c in [
+		["claude", "Write", {"file_path": ".claude/\n/../settings.json", "content": "x"}],
+		["claude", "Edit", {"file_path": ".cursor/x\n/../hooks.json", "old_string": "a", "new_string": "b"}],
+	] {
+		d := airlock.decision with input as call(c[0], c[1], c[2])
+		d.rule_id == "coding-edit-secrets"
+	}
+}
+
+# Only what a patch's header names counts: a body line holding the rest of
+# a name that spans segments does not raise the patch.
+test_a_patch_body_does_not_complete_a_headers_path if {
+	d := airlock.decision with input as call("codex", "apply_patch", {"command": "*** Begin Patch\n*** Add File: .claude/commands/review.md\n+see the team's .claude/settings.json\n*** End Patch\n"})
+	d.rule_id != "coding-edit-secrets"
 }

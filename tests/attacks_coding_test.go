@@ -265,6 +265,64 @@ func TestACommandPrefixGrantAllowsNoHiddenCommand(t *testing.T) {
 	}
 }
 
+// A grant a reviewer makes for a coding agent's ordinary edits ("writes
+// anywhere in the project", rated medium) never answers a write to the
+// file the agent's hook is installed in: rule coding-edit-secrets rates
+// .claude/settings*.json, .cursor/hooks.json and .github/hooks/*.json high,
+// and a grant answers nothing riskier than the call it was made from. Yet
+// the list was matched against the path as written, so another spelling of
+// the same file — a doubled separator, a "." or a ".." segment — was rated
+// an ordinary edit, which the grant answered: the agent could write
+// {"disableAllHooks": true} and run ungated from then on. What must hold:
+// every spelling of the hook configuration is asked about, as the plain one is.
+func TestAGrantForOrdinaryEditsAnswersNoSpellingOfTheHookConfiguration(t *testing.T) {
+	p := startProdLayout(t, "laptop")
+	laptop := connectAgent(t, p.nats.CredentialFile("laptop"), p.nats.Server.URL())
+	api := p.frontend(t)
+	alice := p.signIn(t, "alice")
+	const proj = "/home/alice/shop"
+	write := func(path string) map[string]any {
+		return map[string]any{"file_path": path, "content": `{"disableAllHooks": true}`}
+	}
+
+	// A reviewer approves an ordinary write and remembers writes anywhere in the project.
+	id := laptop.mustSubmit(airlock.Call{ID: "w1", AgentRuns: true, Tool: "claude__Write", Thread: "s1", Args: write(proj + "/src/app.go")})
+	waitApproval(t, api, "laptop", id, 1, pendingState)
+	if status, body := alice.api(http.MethodPost, "/api/v1/approvals/laptop/"+id+"/approve", `{"revision":1,"reason":"fine"}`); status != http.StatusOK {
+		t.Fatalf("approve the write: %d %s", status, body)
+	}
+	grant := fmt.Sprintf(`{"from_call_id":"w1","agent_id":"laptop","tool":"claude__Write","argument_globs":{"/file_path":%q},"any_arguments":["/content"],"uses":50,"expires_in":"1h"}`, proj+"/**")
+	if status, body := alice.api(http.MethodPost, "/api/v1/grants", grant); status != http.StatusCreated {
+		t.Fatalf("remember writes in the project: %d %s", status, body)
+	}
+	n := 0
+	testenv.Eventually(t, 20*time.Second, "the grant to answer the next ordinary write", func() bool {
+		n++
+		out, st := decisionOfArgs(t, laptop, api, "claude__Write", write(fmt.Sprintf("%s/src/file%d.go", proj, n)), fmt.Sprintf("probe%d", n), 3*time.Second)
+		withdrawAsked(t, laptop, out, st)
+		return st == string(airlock.StatusAllowed)
+	})
+	// As spelled plainly, the hook configuration is asked about: the grant does not reach it.
+	if out, st := decisionOfArgs(t, laptop, api, "claude__Write", write(proj+"/.claude/settings.local.json"), "plain", 5*time.Second); st == string(airlock.StatusAllowed) {
+		t.Fatalf("setup: the grant answered the plain spelling of .claude/settings.local.json (%s)", out.Reason)
+	}
+
+	for i, path := range []string{
+		proj + "/.claude//settings.local.json",
+		proj + "//.claude///settings.json",
+		proj + "/.claude/agents/../settings.json",
+		proj + "/.cursor//hooks.json",
+		proj + "/.github//hooks/airlock.json",
+		proj + "/.github/hooks//airlock.json",
+	} {
+		out, st := decisionOfArgs(t, laptop, api, "claude__Write", write(path), fmt.Sprintf("spelled%d", i), 5*time.Second)
+		if st == string(airlock.StatusAllowed) {
+			t.Errorf("the grant for ordinary edits allowed a write of %s (%s): the same file as the hook configuration, spelled otherwise", path, out.Reason)
+		}
+		withdrawAsked(t, laptop, out, st)
+	}
+}
+
 // startProdLayoutFor is the production layout with one more console user,
 // who has no role at all, and extra configuration (extraYAML, top-level
 // sections other than console).

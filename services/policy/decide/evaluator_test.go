@@ -290,7 +290,10 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 	// Writes (arguments_matching, coding-edit-secrets): a secret named by
 	// the path argument or a patch's header line, and only named in the
 	// content written, or in a patch's body.
-	for _, p := range []string{"src/x.go", "proj/deploy.pem", "proj/credentials.json", "~/.ssh/id_rsa", ".env.local", "tokenizer.go", "/home/a/proj/prod.key"} {
+	// The hook configuration spelled otherwise: a name spanning segments
+	// matches with anything between them, on a patch's header line only.
+	for _, p := range []string{"src/x.go", "proj/deploy.pem", "proj/credentials.json", "~/.ssh/id_rsa", ".env.local", "tokenizer.go", "/home/a/proj/prod.key",
+		".claude//settings.local.json", ".claude/a/../settings.json", `.cursor\hooks.json`, ".github/./hooks//x.json", ".claude/\n/../settings.json", ".claude/commands/a.md"} {
 		add("claude", "Write", map[string]any{"file_path": p, "content": "password=x\n.env\n"}, nil, false)
 		add("claude", "NotebookEdit", map[string]any{"notebook_path": []any{"a.ipynb", p}}, nil, false)
 		add("copilot", "create", map[string]any{"path": p, "file_text": "id_rsa"}, nil, false)
