@@ -41,7 +41,10 @@ func (s *Service) followClients(ctx context.Context) {
 			if rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || len(rec.GetNotifications()) == 0 {
 				return
 			}
-			s.fan.redraw(ctx, rec)
+			s.fan.redraw(ctx, rec, func(ctx context.Context) (*airlockv1.ApprovalRecord, error) {
+				now, _, err := s.store.latest(ctx, ref)
+				return now, err
+			})
 		})
 	})
 }

@@ -2,6 +2,8 @@ package approval_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,4 +85,69 @@ func TestCardsAreRedrawnWhenAnMCPClientComesOrGoes(t *testing.T) {
 			t.Errorf("a channel that draws no client line was sent %d updates of call %s, still pending", len(got), c)
 		}
 	}
+}
+
+// slowRedrawer is a redrawer whose first Redraw waits, once entered, until
+// released: a redraw on its way while the call is decided.
+type slowRedrawer struct {
+	redrawer
+	entered, release chan struct{}
+	once             *sync.Once
+}
+
+func (r slowRedrawer) Redraw(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
+	r.once.Do(func() {
+		close(r.entered)
+		select {
+		case <-r.release:
+		case <-ctx.Done():
+		}
+	})
+	return r.redrawer.Redraw(ctx, rec, ref)
+}
+
+// A redraw of a pending call's card that is on its way when the call is
+// decided, its outcome drawn meanwhile (by another worker, or another
+// replica), must not leave the pending card — buttons and all — over the
+// outcome: the card ends showing the outcome.
+func TestARedrawOnItsWayWhenTheCallIsDecidedLeavesTheOutcome(t *testing.T) {
+	w := newWorld(t)
+	card := slowRedrawer{redrawer{&recorder{name: "card"}}, make(chan struct{}), make(chan struct{}), &sync.Once{}}
+	w.start(card)
+	ctx := context.Background()
+	clients, err := clientwait.Open(ctx, w.deps.JS, w.cfg.Buckets.ClientWaits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.pending(&airlockv1.ToolCall{CallId: "raced"}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
+	testenv.Eventually(t, 10*time.Second, "the call's announcement to be recorded", func() bool {
+		r, err := w.api.Get(ctx, "bot", "raced", 0)
+		return err == nil && card.has("announce:raced") && len(r.GetNotifications()) > 0
+	})
+	if err := clients.Lease("bot", "raced", "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-card.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the card was not redrawn when the client started waiting")
+	}
+	if _, err := w.approve("raced", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	const outcome = "update:raced:APPROVAL_STATE_APPROVED"
+	testenv.Eventually(t, 10*time.Second, "the outcome to be drawn while the redraw is on its way", func() bool { return card.has(outcome) })
+	close(card.release)
+	last := func() string {
+		card.mu.Lock()
+		defer card.mu.Unlock()
+		for i := len(card.seen) - 1; i >= 0; i-- {
+			if s := card.seen[i]; strings.HasPrefix(s, "redraw:raced:") || strings.HasPrefix(s, "update:raced:") {
+				return s
+			}
+		}
+		return ""
+	}
+	testenv.Eventually(t, 10*time.Second, "the redraw to land", func() bool { return card.has("redraw:raced:APPROVAL_STATE_PENDING") })
+	testenv.Eventually(t, 10*time.Second, "the card to end showing the outcome", func() bool { return last() == outcome })
 }

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -191,10 +192,38 @@ func (f *fanout) update(ctx context.Context, rec *airlockv1.ApprovalRecord) {
 // redraw draws rec, still pending, again on every channel that announced
 // it and draws more than the call (notify.Redrawer); the others are told
 // nothing. It records no `notified` event: no one was told anything new.
-func (f *fanout) redraw(ctx context.Context, rec *airlockv1.ApprovalRecord) {
+//
+// A decision may land while a redraw waits in the lane or is on its way,
+// and its outcome be drawn first (by this replica's other worker or by
+// another replica): the pending card, buttons and all, would then cover
+// it. So each message is redrawn only while current (the record as stored
+// now) is pending, and after the redraw current is read again: a decided
+// call's outcome is drawn once more over the redrawn card. The outcome was
+// recorded as `notified` when it was first drawn, so this is not.
+func (f *fanout) redraw(ctx context.Context, rec *airlockv1.ApprovalRecord, current func(context.Context) (*airlockv1.ApprovalRecord, error)) {
 	redraws := func(n notify.Notifier) bool { _, ok := n.(notify.Redrawer); return ok }
-	f.refsOf(ctx, rec, "redraw", redraws, false, func(ctx context.Context, n notify.Notifier, r *airlockv1.ApprovalRecord, ref string) error {
-		return n.(notify.Redrawer).Redraw(ctx, r, ref)
+	pending := func(ctx context.Context) (*airlockv1.ApprovalRecord, bool, error) {
+		now, err := current(ctx)
+		if err != nil {
+			return nil, false, fmt.Errorf("read call %s to redraw its card: %w", domain.RefOf(rec).Key(), err)
+		}
+		return now, now.GetState() == airlockv1.ApprovalState_APPROVAL_STATE_PENDING, nil
+	}
+	f.refsOf(ctx, rec, "redraw", redraws, false, func(ctx context.Context, n notify.Notifier, _ *airlockv1.ApprovalRecord, ref string) error {
+		now, ok, err := pending(ctx)
+		if err != nil || !ok {
+			return err // decided: the outcome is drawn, or on its way
+		}
+		if err := n.(notify.Redrawer).Redraw(ctx, now, ref); err != nil {
+			return err
+		}
+		if now, ok, err = pending(ctx); err != nil || ok {
+			return err
+		}
+		if err := n.Update(ctx, now, ref); err != nil {
+			return fmt.Errorf("draw the outcome of call %s again over its redrawn card: %w", domain.RefOf(now).Key(), err)
+		}
+		return nil
 	})
 }
 
