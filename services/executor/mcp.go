@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -608,10 +609,7 @@ func (m *MCP) transport() (mcp.Transport, *process) {
 	}
 	cmd := exec.Command(m.cfg.Command, m.cfg.Args...)
 	cmd.Dir = m.cfg.Dir
-	cmd.Env = os.Environ()
-	for k, v := range m.cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+os.ExpandEnv(v))
-	}
+	cmd.Env = upstreamEnv(os.LookupEnv, m.cfg.Env)
 	p := &process{}
 	cmd.Stderr = &p.stderr
 	// Its own process group, so that killing it reaches what it started
@@ -619,6 +617,32 @@ func (m *MCP) transport() (mcp.Transport, *process) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
 	return &stdioTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: m.timeout / 3}, p: p}, p
+}
+
+// inheritedEnv are the variables a stdio server inherits from airlock's
+// environment: what a program needs to start and speak (the MCP SDKs'
+// default, plus the locale and the temporary directory). Nothing else is
+// passed on: the server is third-party code running what agents ask of it,
+// and airlock's environment holds secrets (webhook signing keys read by
+// secret_env, the decision key, whatever the operator exported). A server
+// that needs a variable gets it from its entry's env, where
+// "${GITHUB_TOKEN}" passes on one of airlock's.
+var inheritedEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+
+// upstreamEnv is a stdio server's environment: inheritedEnv as lookup finds
+// them, then its entry's env, each value's ${VAR} expanded from lookup.
+func upstreamEnv(lookup func(string) (string, bool), entry map[string]string) []string {
+	env := make([]string, 0, len(inheritedEnv)+len(entry))
+	for _, k := range inheritedEnv {
+		if v, ok := lookup(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	expand := func(k string) string { v, _ := lookup(k); return v }
+	for _, k := range slices.Sorted(maps.Keys(entry)) {
+		env = append(env, k+"="+os.Expand(entry[k], expand))
+	}
+	return env
 }
 
 // stdioTransport is the SDK's command transport that tells process when
