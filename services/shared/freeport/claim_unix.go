@@ -4,6 +4,7 @@ package freeport
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -24,7 +25,7 @@ func claim(dir string, port int) bool {
 	if dir == "" {
 		return true
 	}
-	fd, err := syscall.Open(filepath.Join(dir, strconv.Itoa(port)), syscall.O_CREAT|syscall.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	fd, err := syscall.Open(filepath.Join(dir, strconv.Itoa(port)), syscall.O_CREAT|syscall.O_RDWR|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return true
 	}
@@ -33,4 +34,15 @@ func claim(dir string, port int) bool {
 		return !errors.Is(err, syscall.EWOULDBLOCK)
 	}
 	return true
+}
+
+// ownedAlone reports whether dir is a directory (not a link to one) that
+// this user owns and no one else may write in or read.
+func ownedAlone(dir string) bool {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
 }

@@ -4,7 +4,9 @@
 package freeport
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -64,10 +66,20 @@ func holdIn(dir string, lo, hi int) (port int, release func(), err error) {
 }
 
 // claimDir is where this user's processes claim ports ("" when it cannot
-// be made: then no port is claimed and the probe alone decides).
-func claimDir() string {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("airlock-ports-%d", os.Getuid()))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// be made, or is not this user's alone: then no port is claimed and the
+// probe alone decides).
+func claimDir() string { return claimDirIn(os.TempDir()) }
+
+// claimDirIn is claimDir under base. Anyone may make a directory in a
+// shared base (/tmp): one another user made, or may write in, is not
+// used, since its owner could hold every claim or put a link where a claim
+// file is opened.
+func claimDirIn(base string) string {
+	dir := filepath.Join(base, fmt.Sprintf("airlock-ports-%d", os.Getuid()))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return ""
+	}
+	if !ownedAlone(dir) {
 		return ""
 	}
 	return dir
