@@ -967,7 +967,7 @@ test_the_write_rule_names_the_secrets_the_read_rule_names if {
 	# In a patch a header's path ends at its line: the names that span
 	# segments (.claude/.../settings.json) may not reach into the next.
 	every ptr in ["/command", "/input"] {
-		contains(write.arguments_matching[ptr], sprintf("(%s)($|[^a-z0-9._-])", [replace(names, `[\s\S]`, `[^\n]`)]))
+		contains(write.arguments_matching[ptr], sprintf("(%s)($|[^a-z0-9._-])", [replace(replace(names, `[\s\S]`, `[^\n]`), `[^/\\]`, `[^/\\\n]`)]))
 	}
 }
 
@@ -1036,4 +1036,98 @@ test_every_spelling_of_the_agents_hook_configuration_is_asked_about if {
 test_a_patch_body_does_not_complete_a_headers_path if {
 	d := airlock.decision with input as call("codex", "apply_patch", {"command": "*** Begin Patch\n*** Add File: .claude/commands/review.md\n+see the team's .claude/settings.json\n*** End Patch\n"})
 	d.rule_id != "coding-edit-secrets"
+}
+
+# Codex's apply_patch parser trims each hunk header line before it strips
+# "*** Add File: " (codex-rs/apply-patch/src/parser.rs, parse_one_hunk:
+# `let first_line = lines[0].trim();`, "Be tolerant of ... extra padding
+# around marker strings"), so a header indented by a space or a tab adds,
+# deletes or updates the named file. The rule's expression for /command and
+# /input reads a header with any blanks before "***" (as does
+# services/hooks/changes.go patchFile, which saves the files a patch names
+# before it runs).
+indented_patch_headers := [
+	"*** Begin Patch\n *** Add File: .claude/settings.local.json\n+{\"disableAllHooks\": true}\n*** End Patch\n",
+	"*** Begin Patch\n\t*** Add File: .cursor/hooks.json\n+{}\n*** End Patch\n",
+	"*** Begin Patch\n *** Delete File: .github/hooks/airlock.json\n*** End Patch\n",
+	"*** Begin Patch\n  *** Update File: /home/alice/shop/.claude/settings.json\n@@\n-\"hooks\"\n+\"x\"\n*** End Patch",
+	"*** Begin Patch\n *** Add File: .env\n+A=1\n*** End Patch\n",
+]
+
+test_an_indented_patch_header_is_read_as_codex_reads_it if {
+	every patch in indented_patch_headers {
+		every args in [{"command": patch}, {"input": patch}, {"command": ["apply_patch", patch]}] {
+			d := airlock.decision with input as call("codex", "apply_patch", args)
+			d.rule_id == "coding-edit-secrets"
+			d.risk == "high"
+		}
+	}
+}
+
+# Codex runs `cd <dir> && apply_patch <<'EOF' ... EOF` (the one shell form
+# besides a bare apply_patch that it intercepts, codex-rs/apply-patch/src/
+# invocation.rs) as apply_patch with workdir <dir>: a header's relative path
+# resolves against <dir>. So `cd .claude && apply_patch` adding settings.json
+# writes .claude/settings.json, yet no header names ".claude/...settings.json".
+# "Resolving a path only drops segments" holds for the header alone, not for
+# the header joined to a working directory: a patch run after a cd into an
+# agent's configuration directory (.claude, .cursor, .github, .codex, .gemini,
+# .copilot) is rated high whatever its headers name.
+test_a_patch_run_in_the_hook_directory_is_not_an_ordinary_edit if {
+	every cmd in [
+		["bash", "-lc", "cd .claude && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: settings.local.json\n+{\"disableAllHooks\": true}\n*** End Patch\nEOF\n"],
+		["bash", "-lc", "cd .github/hooks && apply_patch <<'EOF'\n*** Begin Patch\n*** Delete File: airlock.json\n*** End Patch\nEOF\n"],
+	] {
+		d := airlock.decision with input as call("codex", "apply_patch", {"command": cmd})
+		d.rule_id == "coding-edit-secrets"
+		d.risk == "high"
+	}
+}
+
+# GitHub Copilot loads every .github/hooks/*.json (docs.github.com "Create a
+# new hooks.json file with the name of your choice in the .github/hooks/
+# folder"), and each file's hooks run shell commands on the user's machine
+# outside airlock's gate: any file name ending in .json there is on the list,
+# whatever characters it holds (a space, "+", "@", "(", a non-ASCII letter).
+test_every_copilot_hook_file_name_is_on_the_list if {
+	every p in [
+		"/home/alice/shop/.github/hooks/my hooks.json",
+		"/home/alice/shop/.github/hooks/a+b.json",
+		"/home/alice/shop/.github/hooks/ci@v2.json",
+		"/home/alice/shop/.github/hooks/hooks (1).json",
+		"/home/alice/shop/.github/hooks/höoks.json",
+	] {
+		every c in edit_calls_of(p) {
+			d := airlock.decision with input as call(c[0], c[1], c[2])
+			d.rule_id == "coding-edit-secrets"
+			d.risk in {"high", "critical"}
+		}
+	}
+}
+
+# Copilot CLI also loads personal hooks from ~/.copilot/hooks/*.json
+# (docs.github.com "About hooks": "Copilot CLI also supports personal hooks
+# that you store in your home directory at ~/.copilot/hooks/*.json"), which
+# run for every repository: .copilot is on the list as .codex and .gemini are.
+test_copilots_personal_hooks_are_on_the_list if {
+	every c in edit_calls_of("/home/alice/.copilot/hooks/airlock.json") {
+		d := airlock.decision with input as call(c[0], c[1], c[2])
+		d.rule_id == "coding-edit-secrets"
+		d.risk in {"high", "critical"}
+	}
+}
+
+# A process's open files are reachable through /proc/<pid>/fd (and
+# map_files, fdinfo, mem) by a process of the same user: a coding agent's
+# Read of /proc/<airlock dev's pid>/fd/13 read the event store that
+# .airlock names, without the name. Such a path is on the list.
+test_reading_another_process_open_files_through_proc_asks if {
+	every p in ["/proc/14127/fd/13", "/proc//self/./fd/3", "/proc/1/map_files/55d0-55e0", "/proc/1/mem", "/proc/1/fdinfo/2"] {
+		d := airlock.decision with input as call("claude", "Read", {"file_path": p})
+		d.rule_id == "coding-secrets"
+		d2 := airlock.decision with input as call("claude", "Bash", {"command": sprintf("cat %s", [p])})
+		d2.rule_id in {"coding-shell-secrets", "coding-shell-ask"}
+	}
+	d := airlock.decision with input as call("claude", "Read", {"file_path": "/proc/meminfo"})
+	d.rule_id != "coding-secrets"
 }

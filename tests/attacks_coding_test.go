@@ -266,16 +266,20 @@ func TestACommandPrefixGrantAllowsNoHiddenCommand(t *testing.T) {
 }
 
 // A grant a reviewer makes for a coding agent's ordinary edits ("writes
-// anywhere in the project", rated medium) never answers a write to the
-// file the agent's hook is installed in: rule coding-edit-secrets rates
-// .claude/settings*.json, .cursor/hooks.json and .github/hooks/*.json high,
-// and a grant answers nothing riskier than the call it was made from. Yet
-// the list was matched against the path as written, so another spelling of
-// the same file — a doubled separator, a "." or a ".." segment — was rated
-// an ordinary edit, which the grant answered: the agent could write
-// {"disableAllHooks": true} and run ungated from then on. What must hold:
-// every spelling of the hook configuration is asked about, as the plain one is.
-func TestAGrantForOrdinaryEditsAnswersNoSpellingOfTheHookConfiguration(t *testing.T) {
+// anywhere in the project", "this agent's patches", rated medium) never
+// answers a write to a file the agent's hooks are configured in: rule
+// coding-edit-secrets rates .claude/settings*.json, .cursor/hooks.json,
+// .github/hooks/*.json and ~/.copilot high, and a grant answers nothing
+// riskier than the call it was made from. Yet the list was matched against
+// the path as written, so another spelling of the same file — a doubled
+// separator, a "." or a ".." segment — was rated an ordinary edit, which
+// the grant answered: the agent could write {"disableAllHooks": true} and
+// run ungated from then on. A review found three more ways: a Codex patch
+// header indented by a blank (Codex trims it), a patch run after `cd
+// .claude`, and a Copilot hook file whose name holds a space. What must
+// hold: every way of writing the hook configuration is asked about, as the
+// plain one is.
+func TestAGrantForOrdinaryEditsAnswersNoWriteOfTheHookConfiguration(t *testing.T) {
 	p := startProdLayout(t, "laptop")
 	laptop := connectAgent(t, p.nats.CredentialFile("laptop"), p.nats.Server.URL())
 	api := p.frontend(t)
@@ -284,43 +288,115 @@ func TestAGrantForOrdinaryEditsAnswersNoSpellingOfTheHookConfiguration(t *testin
 	write := func(path string) map[string]any {
 		return map[string]any{"file_path": path, "content": `{"disableAllHooks": true}`}
 	}
+	patch := func(header string) map[string]any {
+		return map[string]any{"command": "*** Begin Patch\n" + header + "\n+{\"disableAllHooks\": true}\n*** End Patch\n"}
+	}
+	remember := func(id, grant string) {
+		t.Helper()
+		waitApproval(t, api, "laptop", id, 1, pendingState)
+		if status, body := alice.api(http.MethodPost, "/api/v1/approvals/laptop/"+id+"/approve", `{"revision":1,"reason":"fine"}`); status != http.StatusOK {
+			t.Fatalf("approve %s: %d %s", id, status, body)
+		}
+		if status, body := alice.api(http.MethodPost, "/api/v1/grants", grant); status != http.StatusCreated {
+			t.Fatalf("remember %s: %d %s", id, status, body)
+		}
+	}
 
-	// A reviewer approves an ordinary write and remembers writes anywhere in the project.
-	id := laptop.mustSubmit(airlock.Call{ID: "w1", AgentRuns: true, Tool: "claude__Write", Thread: "s1", Args: write(proj + "/src/app.go")})
-	waitApproval(t, api, "laptop", id, 1, pendingState)
-	if status, body := alice.api(http.MethodPost, "/api/v1/approvals/laptop/"+id+"/approve", `{"revision":1,"reason":"fine"}`); status != http.StatusOK {
-		t.Fatalf("approve the write: %d %s", status, body)
-	}
-	grant := fmt.Sprintf(`{"from_call_id":"w1","agent_id":"laptop","tool":"claude__Write","argument_globs":{"/file_path":%q},"any_arguments":["/content"],"uses":50,"expires_in":"1h"}`, proj+"/**")
-	if status, body := alice.api(http.MethodPost, "/api/v1/grants", grant); status != http.StatusCreated {
-		t.Fatalf("remember writes in the project: %d %s", status, body)
-	}
+	// A reviewer approves an ordinary write and remembers writes anywhere in
+	// the project, and an ordinary patch and remembers the agent's patches.
+	remember(laptop.mustSubmit(airlock.Call{ID: "w1", AgentRuns: true, Tool: "claude__Write", Thread: "s1", Args: write(proj + "/src/app.go")}),
+		fmt.Sprintf(`{"from_call_id":"w1","agent_id":"laptop","tool":"claude__Write","argument_globs":{"/file_path":%q},"any_arguments":["/content"],"uses":50,"expires_in":"1h"}`, proj+"/**"))
+	remember(laptop.mustSubmit(airlock.Call{ID: "p1", AgentRuns: true, Tool: "codex__apply_patch", Thread: "s2", Args: patch("*** Add File: src/app.go")}),
+		`{"from_call_id":"p1","agent_id":"laptop","tool":"codex__apply_patch","any_arguments":["/command"],"uses":50,"expires_in":"1h"}`)
 	n := 0
-	testenv.Eventually(t, 20*time.Second, "the grant to answer the next ordinary write", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the grants to answer the next ordinary write and patch", func() bool {
 		n++
 		out, st := decisionOfArgs(t, laptop, api, "claude__Write", write(fmt.Sprintf("%s/src/file%d.go", proj, n)), fmt.Sprintf("probe%d", n), 3*time.Second)
 		withdrawAsked(t, laptop, out, st)
-		return st == string(airlock.StatusAllowed)
+		out2, st2 := decisionOfArgs(t, laptop, api, "codex__apply_patch", patch(fmt.Sprintf("*** Add File: src/f%d.go", n)), fmt.Sprintf("probe-p%d", n), 3*time.Second)
+		withdrawAsked(t, laptop, out2, st2)
+		return st == string(airlock.StatusAllowed) && st2 == string(airlock.StatusAllowed)
 	})
-	// As spelled plainly, the hook configuration is asked about: the grant does not reach it.
-	if out, st := decisionOfArgs(t, laptop, api, "claude__Write", write(proj+"/.claude/settings.local.json"), "plain", 5*time.Second); st == string(airlock.StatusAllowed) {
-		t.Fatalf("setup: the grant answered the plain spelling of .claude/settings.local.json (%s)", out.Reason)
-	}
-
-	for i, path := range []string{
-		proj + "/.claude//settings.local.json",
-		proj + "//.claude///settings.json",
-		proj + "/.claude/agents/../settings.json",
-		proj + "/.cursor//hooks.json",
-		proj + "/.github//hooks/airlock.json",
-		proj + "/.github/hooks//airlock.json",
+	// As spelled plainly, the hook configuration is asked about: the grants do not reach it.
+	for i, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"claude__Write", write(proj + "/.claude/settings.local.json")},
+		{"codex__apply_patch", patch("*** Add File: .claude/settings.local.json")},
 	} {
-		out, st := decisionOfArgs(t, laptop, api, "claude__Write", write(path), fmt.Sprintf("spelled%d", i), 5*time.Second)
+		out, st := decisionOfArgs(t, laptop, api, c.tool, c.args, fmt.Sprintf("plain%d", i), 5*time.Second)
 		if st == string(airlock.StatusAllowed) {
-			t.Errorf("the grant for ordinary edits allowed a write of %s (%s): the same file as the hook configuration, spelled otherwise", path, out.Reason)
+			t.Fatalf("setup: a grant answered the plain %s %v (%s)", c.tool, c.args, out.Reason)
 		}
 		withdrawAsked(t, laptop, out, st)
 	}
+
+	for i, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"claude__Write", write(proj + "/.claude//settings.local.json")},
+		{"claude__Write", write(proj + "//.claude///settings.json")},
+		{"claude__Write", write(proj + "/.claude/agents/../settings.json")},
+		{"claude__Write", write(proj + "/.cursor//hooks.json")},
+		{"claude__Write", write(proj + "/.github//hooks/airlock.json")},
+		{"claude__Write", write(proj + "/.github/hooks//airlock.json")},
+		{"claude__Write", write(proj + "/.github/hooks/my hooks.json")},
+		{"claude__Write", write("/home/alice/.copilot/hooks/airlock.json")},
+		{"codex__apply_patch", patch(" *** Add File: .claude/settings.local.json")},
+		{"codex__apply_patch", patch("\t*** Delete File: .github/hooks/airlock.json")},
+		{"codex__apply_patch", map[string]any{"command": []any{"bash", "-lc", "cd .claude && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: settings.local.json\n+{}\n*** End Patch\nEOF\n"}}},
+	} {
+		out, st := decisionOfArgs(t, laptop, api, c.tool, c.args, fmt.Sprintf("spelled%d", i), 5*time.Second)
+		if st == string(airlock.StatusAllowed) {
+			t.Errorf("a grant for ordinary edits allowed %s %v (%s): a write of an agent's hook configuration", c.tool, c.args, out.Reason)
+		}
+		withdrawAsked(t, laptop, out, st)
+	}
+}
+
+// Any spelling of a secret's path is on the secrets list, /proc's too:
+// /proc/<pid>/fd/<n> names whatever file a process of the same
+// user holds open, and opening it needs only PTRACE_MODE_READ (same uid;
+// Yama's ptrace_scope does not restrict it). When airlock runs as the agent's
+// user (`airlock dev` on a laptop, the setup the coding-agent profile is
+// for), its open files are airlock's data dir: JetStream's stores of every
+// call's arguments and results, the approval records. The plain path holds
+// .airlock or jetstream, and coding-secrets asks at high risk; the /proc
+// spelling held no listed name and rule coding-read allowed it, unasked.
+// What must hold: a read of a file in airlock's data dir is asked about,
+// however spelled (/proc/<pid>/fd, fdinfo, map_files and mem are on the
+// list, as environ was).
+func TestAnAgentReadsNoneOfAirlocksOpenFilesThroughProc(t *testing.T) {
+	data := filepath.Join(t.TempDir(), ".airlock")
+	dev := startDev(t, data, 0, "")
+	bot := connectAgent(t, natsauth.Dev{DataDir: data}.CredentialFile("bot"), dev.NATSURL)
+	api := dev.API(t)
+	fdDir := fmt.Sprintf("/proc/%d/fd", dev.Pid())
+	var fdPath, target string
+	testenv.Eventually(t, 20*time.Second, "airlock dev to hold a file of its data dir open", func() bool {
+		entries, _ := os.ReadDir(fdDir)
+		for _, e := range entries {
+			if l, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && strings.HasPrefix(l, data+"/") && !strings.HasSuffix(l, ".lock") {
+				fdPath, target = filepath.Join(fdDir, e.Name()), l
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("%s is %s", fdPath, target)
+	// Setup: the plain path is asked about.
+	out, st := decisionOfArgs(t, bot, api, "claude__Read", map[string]any{"file_path": target}, "plain", 5*time.Second)
+	if st == string(airlock.StatusAllowed) {
+		t.Fatalf("setup: a read of %s was allowed (%s)", target, out.Reason)
+	}
+	withdrawAsked(t, bot, out, st)
+	out, st = decisionOfArgs(t, bot, api, "claude__Read", map[string]any{"file_path": fdPath}, "procfd", 5*time.Second)
+	if st == string(airlock.StatusAllowed) {
+		t.Errorf("a read of %s (airlock's open %s) was allowed unasked: %s", fdPath, target, out.Reason)
+	}
+	withdrawAsked(t, bot, out, st)
 }
 
 // startProdLayoutFor is the production layout with one more console user,

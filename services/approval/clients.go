@@ -6,6 +6,7 @@ import (
 	"time"
 
 	airlockv1 "github.com/airlock-gate/airlock/proto/airlock/v1"
+	"github.com/airlock-gate/airlock/services/approval/internal/domain"
 	"github.com/airlock-gate/airlock/services/shared/callref"
 )
 
@@ -41,8 +42,11 @@ func (s *Service) followClients(ctx context.Context) {
 			if rec.GetState() != airlockv1.ApprovalState_APPROVAL_STATE_PENDING || len(rec.GetNotifications()) == 0 {
 				return
 			}
+			// The record of the revision this card is of, not the call's
+			// newest: a newer revision supersedes it and has cards of its own.
+			key := domain.RefOf(rec).Key()
 			s.fan.redraw(ctx, rec, func(ctx context.Context) (*airlockv1.ApprovalRecord, error) {
-				now, _, err := s.store.latest(ctx, ref)
+				now, _, err := s.store.get(ctx, key)
 				return now, err
 			})
 		})

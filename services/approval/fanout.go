@@ -2,6 +2,7 @@ package approval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -196,9 +197,10 @@ func (f *fanout) update(ctx context.Context, rec *airlockv1.ApprovalRecord) {
 // A decision may land while a redraw waits in the lane or is on its way,
 // and its outcome be drawn first (by this replica's other worker or by
 // another replica): the pending card, buttons and all, would then cover
-// it. So each message is redrawn only while current (the record as stored
-// now) is pending, and after the redraw current is read again: a decided
-// call's outcome is drawn once more over the redrawn card. The outcome was
+// it. So each message is redrawn only while current (the record of rec's
+// revision as stored now) is pending, and after the redraw, failed or not,
+// current is read again: a decided call's outcome is drawn once more over
+// the redrawn card. The outcome was
 // recorded as `notified` when it was first drawn, so this is not.
 func (f *fanout) redraw(ctx context.Context, rec *airlockv1.ApprovalRecord, current func(context.Context) (*airlockv1.ApprovalRecord, error)) {
 	redraws := func(n notify.Notifier) bool { _, ok := n.(notify.Redrawer); return ok }
@@ -214,16 +216,16 @@ func (f *fanout) redraw(ctx context.Context, rec *airlockv1.ApprovalRecord, curr
 		if err != nil || !ok {
 			return err // decided: the outcome is drawn, or on its way
 		}
-		if err := n.(notify.Redrawer).Redraw(ctx, now, ref); err != nil {
-			return err
-		}
+		// Read again even when the redraw failed: a channel may apply a
+		// request whose answer is lost or comes too late.
+		drawErr := n.(notify.Redrawer).Redraw(ctx, now, ref)
 		if now, ok, err = pending(ctx); err != nil || ok {
-			return err
+			return errors.Join(drawErr, err)
 		}
 		if err := n.Update(ctx, now, ref); err != nil {
-			return fmt.Errorf("draw the outcome of call %s again over its redrawn card: %w", domain.RefOf(now).Key(), err)
+			return errors.Join(drawErr, fmt.Errorf("draw the outcome of call %s again over its redrawn card: %w", domain.RefOf(now).Key(), err))
 		}
-		return nil
+		return drawErr
 	})
 }
 

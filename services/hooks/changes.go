@@ -41,8 +41,9 @@ var shellTools = map[Agent][]string{
 	Claude: {"Bash"}, Codex: {"Bash", "shell"}, Gemini: {"run_shell_command"}, Cursor: {"Shell"}, Copilot: {"bash"},
 }
 
-// patchFile finds the files an apply_patch patch names.
-var patchFile = regexp.MustCompile(`(?m)^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$`)
+// patchFile finds the files an apply_patch patch names (Codex trims a
+// header line's blanks before reading it).
+var patchFile = regexp.MustCompile(`(?m)^[ \t]*\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$`)
 
 // Changes reports what the tool use may change; ok is false for a tool
 // that changes no file airlock knows of (reads, MCP tools: their effects

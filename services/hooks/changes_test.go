@@ -18,6 +18,8 @@ func TestChangesNamesWhatAToolUseMayChange(t *testing.T) {
 		{"a_shell_command_may_change_anything", Event{Agent: Claude, Server: "claude", Tool: "Bash", Args: map[string]any{"command": "make"}}, true, true, nil, "make"},
 		{"codex_passes_its_command_as_words", Event{Agent: Codex, Server: "codex", Tool: "shell", Args: map[string]any{"command": []any{"bash", "-lc", "make"}}}, true, true, nil, "bash -lc make"},
 		{"a_patch_names_the_files_it_touches", Event{Agent: Codex, Server: "codex", Tool: "apply_patch", Args: map[string]any{"input": "*** Begin Patch\n*** Update File: a.go\n@@\n*** Add File: b/c.go\n*** End Patch"}}, true, false, []string{"a.go", "b/c.go"}, ""},
+		// Codex trims a header's blanks before reading it.
+		{"an_indented_patch_header_names_its_file_too", Event{Agent: Codex, Server: "codex", Tool: "apply_patch", Args: map[string]any{"input": "*** Begin Patch\n *** Add File: .claude/settings.json\n+{}\n\t*** Delete File: d.go\n*** End Patch"}}, true, false, []string{".claude/settings.json", "d.go"}, ""},
 		{"a_read_changes_nothing", Event{Agent: Claude, Server: "claude", Tool: "Read", Args: map[string]any{"file_path": "a.go"}}, false, false, nil, ""},
 		{"an_mcp_tool_named_like_an_edit_is_its_servers", Event{Agent: Claude, Server: "fs", Tool: "Edit", Args: map[string]any{"file_path": "a.go"}}, false, false, nil, ""},
 	}

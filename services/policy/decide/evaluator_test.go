@@ -293,7 +293,8 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 	// The hook configuration spelled otherwise: a name spanning segments
 	// matches with anything between them, on a patch's header line only.
 	for _, p := range []string{"src/x.go", "proj/deploy.pem", "proj/credentials.json", "~/.ssh/id_rsa", ".env.local", "tokenizer.go", "/home/a/proj/prod.key",
-		".claude//settings.local.json", ".claude/a/../settings.json", `.cursor\hooks.json`, ".github/./hooks//x.json", ".claude/\n/../settings.json", ".claude/commands/a.md"} {
+		".claude//settings.local.json", ".claude/a/../settings.json", `.cursor\hooks.json`, ".github/./hooks//x.json", ".claude/\n/../settings.json", ".claude/commands/a.md",
+		".github/hooks/my hooks.json", "/home/a/.copilot/hooks/x.json", "/proc/1/fd/3", "/proc/meminfo"} {
 		add("claude", "Write", map[string]any{"file_path": p, "content": "password=x\n.env\n"}, nil, false)
 		add("claude", "NotebookEdit", map[string]any{"notebook_path": []any{"a.ipynb", p}}, nil, false)
 		add("copilot", "create", map[string]any{"path": p, "file_text": "id_rsa"}, nil, false)
@@ -301,6 +302,9 @@ func secretAndNetworkCalls() []*airlockv1.ToolCall {
 		add("claude", "Write", map[string]any{"file_path": "src/a.go", "content": p}, nil, false)
 		add("codex", "apply_patch", map[string]any{"command": "*** Begin Patch\n*** Update File: src/a.go\n*** Move to: " + p + "\n@@\n-a\n+b\n*** End Patch"}, nil, false)
 		add("codex", "apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: src/a.go\n-" + p + "\n+" + p + "\n*** End Patch"}, nil, false)
+		// Codex trims a header's blanks; a patch run after cd resolves its headers there.
+		add("codex", "apply_patch", map[string]any{"command": "*** Begin Patch\n \t*** Add File: " + p + "\n+x\n*** End Patch"}, nil, false)
+		add("codex", "apply_patch", map[string]any{"command": []any{"bash", "-lc", "cd " + p + " && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: settings.json\n+{}\n*** End Patch\nEOF\n"}}, nil, false)
 	}
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": []any{"abc"}}}, nil, false)
 	add("vault", "read", map[string]any{"mode": "x", "deep": map[string]any{"list": "ABC"}}, nil, false)
