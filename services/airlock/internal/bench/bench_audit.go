@@ -269,25 +269,35 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 	}
 	res.PublishPerSec = float64(n) / time.Since(start).Seconds()
 
-	// 2. The floor's rows: exactly what the sink will write, built and
-	// sealed before the clock starts (stream times differ by microseconds
-	// from the real ones; the size and shape are what count).
+	// 2. The floor's rows: exactly what the sink will write, built from
+	// the stored messages as the sink reads them (their sequences, store
+	// times and headers) and sealed before the clock starts. Until
+	// 2026-11-29 they were built from the published messages with one
+	// time for all, so every floor row had the same ts and ts_ms where the
+	// sink's rows carry the times the stream stored them at.
 	st, err := store.OpenWriter(ctx, dsn)
 	if err != nil {
 		return res, err
 	}
 	defer st.Close()
 	sealer := key.Sealer()
-	now := time.Now()
-	recordMsg := func(i int) record.Msg {
-		m := msgs[i]
-		return record.Msg{Seq: uint64(i + 1), Time: now, Subject: m.Subject, Header: m.Header, Data: m.Data}
+	msgs = nil
+	stored := make([]record.Msg, 0, n)
+	if err := store.ReadRange(ctx, deps.JS, cfg.Stream.Name, 1, uint64(n), func(m record.Msg) error {
+		stored = append(stored, m)
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("read the published events back: %w", err)
 	}
+	if len(stored) != n {
+		return res, fmt.Errorf("read %d of the %d published events back from the stream", len(stored), n)
+	}
+	recordMsg := func(i int) record.Msg { return stored[i] }
 	// The build alone, as the sink builds: into an arena a batch.
 	built, err := leastCPU(aloneTries, func() {
 		var arena record.Arena
 		batch := make([]record.Row, res.BatchSize)
-		for i := range msgs {
+		for i := range stored {
 			if j := i % len(batch); j == 0 {
 				arena.Reset()
 				clear(batch)
@@ -299,7 +309,7 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 		return res, err
 	}
 	rows := make([]record.Row, 0, n)
-	for i := range msgs {
+	for i := range stored {
 		rows = append(rows, record.Build(recordMsg(i)))
 	}
 	// The keyed hash alone, on the rows the floor will write.
@@ -308,7 +318,7 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 		return res, err
 	}
 	res.BuildAloneUs, res.SealAloneUs = float64(built.Nanoseconds())/1e3/float64(n), float64(sealed.Nanoseconds())/1e3/float64(n)
-	msgs = nil
+	stored = nil
 	if err := st.Conn().Exec(ctx, "CREATE TABLE IF NOT EXISTS floor_events AS events"); err != nil {
 		return res, fmt.Errorf("create the floor's table: %w", err)
 	}
