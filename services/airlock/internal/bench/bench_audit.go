@@ -57,7 +57,14 @@ type auditBenchResult struct {
 	// what the database spends on the rows, which the sink cannot avoid.
 	FloorServerCPUus float64 `json:"floor_clickhouse_cpu_us_per_event"`
 	SinkServerCPUus  float64 `json:"sink_clickhouse_cpu_us_per_event"`
-	CPURatio         float64 `json:"cpu_ratio"`
+	// Of clickhouse-server's part, what it spent merging the part's rows
+	// after the part's window ended, until its merges settled (counted in
+	// the CPU figures above, not in the events/s): without it the part
+	// that drained faster left more merges behind, cancelled when its
+	// table was emptied, and its CPU per event read that much lower.
+	FloorMergeAfterUs float64 `json:"floor_clickhouse_merging_after_us_per_event"`
+	SinkMergeAfterUs  float64 `json:"sink_clickhouse_merging_after_us_per_event"`
+	CPURatio          float64 `json:"cpu_ratio"`
 	// FloorCPURounds is the floor's CPU per event in each round.
 	FloorCPURounds []float64 `json:"floor_cpu_rounds_us_per_event"`
 	// What only the sink does, each piece alone on one thread with the
@@ -89,6 +96,7 @@ func newAuditCmd(env Env) *cobra.Command {
 		dsn                    string
 		asJSON                 bool
 		cpuProfile, memProfile string
+		partProfiles           string
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -109,7 +117,7 @@ clickhouse-server started in a temp dir.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The profiles cover the drains alone (benchAudit), not the setup.
 			return benchRun(cmd, env, "", asJSON, func(ctx context.Context, _ config.Config) (auditBenchResult, error) {
-				return benchAudit(ctx, env, dsn, events, batch, rounds, auditProfiles{cpu: cpuProfile, mem: memProfile})
+				return benchAudit(ctx, env, dsn, events, batch, rounds, auditProfiles{cpu: cpuProfile, mem: memProfile, parts: partProfiles})
 			}, printAuditBench)
 		},
 	}
@@ -119,12 +127,15 @@ clickhouse-server started in a temp dir.`,
 	cmd.Flags().StringVar(&dsn, "clickhouse", "", "ClickHouse DSN to write to (a database named airlock_bench is best); default: a private clickhouse-server")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the floor and sink rounds to this file (their samples carry the label audit_bench=floor|sink: go tool pprof -tagfocus audit_bench=sink)")
+	cmd.Flags().StringVar(&partProfiles, "cpuprofile-parts", "", "write a CPU profile of the whole process for each part of each round, to PREFIX.floor.N.pprof and PREFIX.sink.N.pprof: the garbage collector's workers, the NATS client's reader and the embedded server counted for the part they worked in (go tool pprof BINARY PREFIX.sink.*.pprof)")
+	cmd.MarkFlagsMutuallyExclusive("cpuprofile", "cpuprofile-parts") // one CPU profile at a time
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write an allocation profile to this file after the rounds (it includes the setup; go tool pprof -sample_index alloc_space)")
 	return cmd
 }
 
-// auditProfiles are the files `bench audit` profiles the rounds into ("": none).
-type auditProfiles struct{ cpu, mem string }
+// auditProfiles are the files `bench audit` profiles the rounds into ("": none);
+// parts is the prefix of the per-part CPU profiles.
+type auditProfiles struct{ cpu, mem, parts string }
 
 func printAuditBench(w io.Writer, res auditBenchResult) {
 	fmt.Fprintf(w, `audit ingest (%d events of ~%d B, batches of %d, %d rounds alternating which goes first, ClickHouse %s)
@@ -132,12 +143,12 @@ func printAuditBench(w io.Writer, res auditBenchResult) {
   sink:  the audit service                 %8.0f events/s  (rounds %s)
   ratio sink / floor                       %8.2f         (goal ≥ %.2f: %s)
   CPU per event: floor %.1f µs, sink %.1f µs   (floor/sink %.2f: the ratio where CPU is the limit)
-    of which clickhouse-server: floor %.1f µs, sink %.1f µs
+    of which clickhouse-server: floor %.1f µs, sink %.1f µs (merging the part's rows after its window: floor %.2f µs, sink %.2f µs)
   publish into the stream                  %8.0f events/s
   verify (keyed chain + stream)            %8.0f rows/s    (chain OK: %v)
   what only the sink does, alone (one thread, no collection, least of 5): build %.2f µs, keyed hash (HMAC-SHA256 of the row) %.2f µs an event
 `, res.Events, res.AvgEventBytes, res.BatchSize, res.Rounds, res.ClickHouse, res.FloorPerSec, rates(res.FloorRounds), res.SinkPerSec, rates(res.SinkRounds),
-		res.Ratio, res.Goal, yesNo(res.MeetsGoal), res.FloorCPUus, res.SinkCPUus, res.CPURatio, res.FloorServerCPUus, res.SinkServerCPUus, res.PublishPerSec, res.VerifyPerSec, res.ChainVerified,
+		res.Ratio, res.Goal, yesNo(res.MeetsGoal), res.FloorCPUus, res.SinkCPUus, res.CPURatio, res.FloorServerCPUus, res.SinkServerCPUus, res.FloorMergeAfterUs, res.SinkMergeAfterUs, res.PublishPerSec, res.VerifyPerSec, res.ChainVerified,
 		res.BuildAloneUs, res.SealAloneUs)
 	fmt.Fprintf(w, "  room the goal leaves the sink beyond the floor where CPU is the limit: %.2f µs an event (the floor's dearest round, %.1f µs, × (1/%.2f − 1))\n",
 		res.RoomUs, slices.Max(append([]float64{0}, res.FloorCPURounds...)), res.Goal)
@@ -258,25 +269,35 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 	}
 	res.PublishPerSec = float64(n) / time.Since(start).Seconds()
 
-	// 2. The floor's rows: exactly what the sink will write, built and
-	// sealed before the clock starts (stream times differ by microseconds
-	// from the real ones; the size and shape are what count).
+	// 2. The floor's rows: exactly what the sink will write, built from
+	// the stored messages as the sink reads them (their sequences, store
+	// times and headers) and sealed before the clock starts. Until
+	// 2026-11-29 they were built from the published messages with one
+	// time for all, so every floor row had the same ts and ts_ms where the
+	// sink's rows carry the times the stream stored them at.
 	st, err := store.OpenWriter(ctx, dsn)
 	if err != nil {
 		return res, err
 	}
 	defer st.Close()
 	sealer := key.Sealer()
-	now := time.Now()
-	recordMsg := func(i int) record.Msg {
-		m := msgs[i]
-		return record.Msg{Seq: uint64(i + 1), Time: now, Subject: m.Subject, Header: m.Header, Data: m.Data}
+	msgs = nil
+	stored := make([]record.Msg, 0, n)
+	if err := store.ReadRange(ctx, deps.JS, cfg.Stream.Name, 1, uint64(n), func(m record.Msg) error {
+		stored = append(stored, m)
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("read the published events back: %w", err)
 	}
+	if len(stored) != n {
+		return res, fmt.Errorf("read %d of the %d published events back from the stream", len(stored), n)
+	}
+	recordMsg := func(i int) record.Msg { return stored[i] }
 	// The build alone, as the sink builds: into an arena a batch.
 	built, err := leastCPU(aloneTries, func() {
 		var arena record.Arena
 		batch := make([]record.Row, res.BatchSize)
-		for i := range msgs {
+		for i := range stored {
 			if j := i % len(batch); j == 0 {
 				arena.Reset()
 				clear(batch)
@@ -288,7 +309,7 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 		return res, err
 	}
 	rows := make([]record.Row, 0, n)
-	for i := range msgs {
+	for i := range stored {
 		rows = append(rows, record.Build(recordMsg(i)))
 	}
 	// The keyed hash alone, on the rows the floor will write.
@@ -297,7 +318,7 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 		return res, err
 	}
 	res.BuildAloneUs, res.SealAloneUs = float64(built.Nanoseconds())/1e3/float64(n), float64(sealed.Nanoseconds())/1e3/float64(n)
-	msgs = nil
+	stored = nil
 	if err := st.Conn().Exec(ctx, "CREATE TABLE IF NOT EXISTS floor_events AS events"); err != nil {
 		return res, fmt.Errorf("create the floor's table: %w", err)
 	}
@@ -320,6 +341,13 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		errc := make(chan error, 1)
+		if prof.parts != "" {
+			stop, err := StartCPUProfile(fmt.Sprintf("%s.%s.pprof", prof.parts, strings.ReplaceAll(strings.TrimPrefix(name, "bench_"), "_", ".")))
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			defer stop()
+		}
 		start, cpu, server := time.Now(), processCPU(), serverCPU()
 		// The label splits a CPU profile into the floor's and the sink's
 		// samples (the embedded server's goroutines carry none).
@@ -333,6 +361,9 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 		}
 		took, server := time.Since(start), serverCPU()-server
 		used := processCPU() - cpu + server
+		if prof.parts != "" {
+			pprof.StopCPUProfile() // the window alone (stop is then a no-op but for the file)
+		}
 		cancel()
 		if err := <-errc; err != nil {
 			return 0, 0, 0, err
@@ -386,17 +417,26 @@ func benchAudit(ctx context.Context, env Env, dsn string, n, batch, rounds int, 
 			if err != nil {
 				return res, err
 			}
+			// ClickHouse goes on merging the part's inserts after its last
+			// one; emptying the table would cancel what is left. That work is
+			// the part's own: counted in its CPU, not in its events/s.
+			s0 := serverCPU()
+			if err := waitMergesSettled(ctx, st); err != nil {
+				return res, err
+			}
+			after := float64((serverCPU() - s0).Microseconds()) / float64(n)
+			cpuUs, serverUs = cpuUs+after, serverUs+after
 			if kind == "floor" {
 				res.FloorRounds, res.FloorCPURounds = append(res.FloorRounds, perSec), append(res.FloorCPURounds, cpuUs)
 				res.FloorPerSec = max(res.FloorPerSec, perSec)
 				if round == 1 || cpuUs < res.FloorCPUus {
-					res.FloorCPUus, res.FloorServerCPUus = cpuUs, serverUs
+					res.FloorCPUus, res.FloorServerCPUus, res.FloorMergeAfterUs = cpuUs, serverUs, after
 				}
 			} else {
 				res.SinkRounds = append(res.SinkRounds, perSec)
 				res.SinkPerSec = max(res.SinkPerSec, perSec)
 				if round == 1 || cpuUs < res.SinkCPUus {
-					res.SinkCPUus, res.SinkServerCPUus = cpuUs, serverUs
+					res.SinkCPUus, res.SinkServerCPUus, res.SinkMergeAfterUs = cpuUs, serverUs, after
 				}
 			}
 			// The run's last part is the sink's, whose rows are verified below.
@@ -507,6 +547,39 @@ func waitNoMerges(ctx context.Context, st *store.ClickHouse) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("ClickHouse still runs %d merges in the benchmark's database after 30 s; run the benchmark again when it is idle", running)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// mergesQuiet is how long ClickHouse must run no merge in the benchmark's
+// database for a part's merges to count as settled: it starts the next
+// merge of a table as soon as one ends, while any is worth making.
+const mergesQuiet = 500 * time.Millisecond
+
+// waitMergesSettled waits until ClickHouse has run no merge in the
+// connection's database for mergesQuiet (at most a minute).
+func waitMergesSettled(ctx context.Context, st *store.ClickHouse) error {
+	deadline := time.Now().Add(time.Minute)
+	quietSince := time.Now()
+	for {
+		var running uint64
+		if err := st.Conn().QueryRow(ctx, "SELECT count() FROM system.merges WHERE database = currentDatabase()").Scan(&running); err != nil {
+			return fmt.Errorf("ask ClickHouse for its running merges: %w", err)
+		}
+		now := time.Now()
+		switch {
+		case running > 0:
+			quietSince = now
+		case now.Sub(quietSince) >= mergesQuiet:
+			return nil
+		}
+		if now.After(deadline) {
+			return fmt.Errorf("ClickHouse still merges the benchmark's rows after a minute (%d merges running)", running)
 		}
 		select {
 		case <-ctx.Done():

@@ -71,11 +71,36 @@ func TestBenchAuditJSONPrintsFloorSinkAndRatio(t *testing.T) {
 		if part, all := got[side+"_clickhouse_cpu_us_per_event"].(float64), got[side+"_cpu_us_per_event"].(float64); part < 0 || part > all {
 			t.Errorf("%s: clickhouse-server %v µs of %v µs per event in %s", side, part, all, out)
 		}
+		// What it merged after the window is within its part.
+		if after, part := got[side+"_clickhouse_merging_after_us_per_event"].(float64), got[side+"_clickhouse_cpu_us_per_event"].(float64); after < 0 || after > part {
+			t.Errorf("%s: clickhouse-server merged %v µs after the window of its %v µs per event in %s", side, after, part, out)
+		}
 	}
 	for _, f := range []string{cpuProfile, memProfile} {
 		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 			t.Errorf("profile %s not written: %v", f, err)
 		}
+	}
+}
+
+// TestBenchAuditProfilesEachPartWhole: --cpuprofile-parts writes a
+// profile of the whole process for each part of each round, and cannot be
+// asked for with --cpuprofile (one CPU profile at a time).
+func TestBenchAuditProfilesEachPartWhole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	prefix := filepath.Join(t.TempDir(), "part")
+	out, runErr := runCLI(ctx, t, "audit", "--json", "--events", "1200", "--rounds", "2", "--batch", "300", "--cpuprofile-parts", prefix)
+	if runErr != nil && !errors.Is(runErr, ErrGoalMissed) {
+		t.Fatalf("bench audit: %v\n%s", runErr, out)
+	}
+	for _, part := range []string{"floor.1", "sink.1", "floor.2", "sink.2"} {
+		if st, err := os.Stat(prefix + "." + part + ".pprof"); err != nil || st.Size() == 0 {
+			t.Errorf("the %s part's profile is not written: %v", part, err)
+		}
+	}
+	if _, err := runCLI(ctx, t, "audit", "--cpuprofile", prefix+".all", "--cpuprofile-parts", prefix); err == nil {
+		t.Errorf("--cpuprofile with --cpuprofile-parts ran")
 	}
 }
 
