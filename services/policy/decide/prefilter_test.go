@@ -183,7 +183,7 @@ func TestTheLiteralFilterPassesOverOrdinaryArguments(t *testing.T) {
 		}
 		for _, s := range []string{"/home/me/.ssh/id_rsa", "cat .ENV", "~/.config/gh/hosts.yml"} {
 			// An expression of a patch's header lines reads the path there.
-			if strings.HasPrefix(e, `(?im)^\*\*\* `) {
+			if strings.Contains(e, `\*\*\* (add file`) {
 				s = "*** Begin Patch\n*** Update File: " + s + "\n@@\n*** End Patch"
 			}
 			if !f.MatchString(s) {
