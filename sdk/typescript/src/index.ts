@@ -692,7 +692,16 @@ class NatsTransport implements Transport {
           const out = ev && w ? outcomeOf(callId, status, ev) : undefined;
           if (!w || !out || !endsWait(out, w.revision)) return;
           if (out.status !== "invalid") return w.settle(out);
-          this.repeatRefused(callId, out).then((repeat) => { if (!repeat) w.settle(out); }, () => w.settle(out));
+          this.recorded(callId).then((recorded) => {
+            // A refused repeat of a recorded revision ends nothing.
+            if (out.revision > 0 && out.revision <= recorded) return;
+            // The policy sends its notice before it stores the first
+            // refusals over budget of a minute as invalid: a notice kept
+            // about the revision says more (when to retry), whichever of
+            // the two reads of what is recorded is answered first.
+            const over = this.kept(callId);
+            w.settle(over && answers(over, w.revision, recorded) ? over : out);
+          }, () => w.settle(out));
         },
       });
     }
