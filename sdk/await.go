@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/ids"
 	"github.com/airlock-gate/airlock/services/shared/ingress"
+	"github.com/airlock-gate/airlock/services/shared/lastevents"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -365,7 +367,10 @@ var endTypes = subject.EndTypes
 // readStored feeds f the last stored event of each type that ends a
 // revision, and the last accepted request (which names the newest revision
 // and says whether the call is gate-only, which allowed and approved then
-// end); with an event hook or progress, also the steps before the end.
+// end); with an event hook or progress, also the steps before the end. It
+// asks for all of them at once, allowed and approved included, which it
+// feeds f only for a gate-only call (known once the rest is fed) or
+// AwaitDecision.
 func (c *Client) readStored(ctx context.Context, callID string, f *follower) error {
 	types := append([]string{subject.Requested}, endTypes...)
 	if f.onEvent != nil && f.progress == nil {
@@ -375,41 +380,81 @@ func (c *Client) readStored(ctx context.Context, callID string, f *follower) err
 		// Steps published before the live subscription are read too.
 		types = append(types, subject.ApprovalRequested, subject.Approved)
 	}
-	if err := c.readTypes(ctx, callID, f, types); err != nil {
+	decisions := []string{subject.Allowed, subject.Approved}
+	asked := slices.Clone(types)
+	for _, t := range decisions {
+		if !slices.Contains(asked, t) {
+			asked = append(asked, t)
+		}
+	}
+	stored, err := c.storedOf(ctx, callID, asked)
+	if err != nil {
 		return err
 	}
+	c.feed(callID, f, stored, types)
 	if f.decision || f.gateOnly {
-		return c.readTypes(ctx, callID, f, []string{subject.Allowed, subject.Approved})
+		c.feed(callID, f, stored, decisions)
 	}
 	return nil
 }
 
 // readTypes feeds f the last stored event of each type.
 func (c *Client) readTypes(ctx context.Context, callID string, f *follower, types []string) error {
-	for _, typ := range types {
-		subj, err := subject.Event(c.agent, callID, typ)
-		if err != nil {
-			return err
-		}
-		m, err := c.lastStored(ctx, subj)
-		if err != nil {
-			return err
-		}
-		if m == nil {
-			continue
-		}
-		if ev, seq, ok := c.eventOf(m, callID); ok {
-			f.add(ev, seq)
-		}
+	stored, err := c.storedOf(ctx, callID, types)
+	if err != nil {
+		return err
 	}
+	c.feed(callID, f, stored, types)
 	return nil
 }
 
-// lastStored is the last message stored on subj (Direct Get), or nil.
-func (c *Client) lastStored(ctx context.Context, subj string) (*nats.Msg, error) {
+// feed adds to f the events of stored of each type, in that order.
+func (c *Client) feed(callID string, f *follower, stored map[string]*nats.Msg, types []string) {
+	for _, typ := range types {
+		if m := stored[typ]; m != nil {
+			if ev, seq, ok := c.eventOf(m, callID); ok {
+				f.add(ev, seq)
+			}
+		}
+	}
+}
+
+// storedOf is the last stored message of each type of the call, by type
+// (none where nothing is stored): asked of airlock in one request
+// (lastevents.Read; an agent reaches no JetStream API), or read with
+// Direct Get by a front-end allowed it (WithDirectReads).
+func (c *Client) storedOf(ctx context.Context, callID string, types []string) (map[string]*nats.Msg, error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	return bus.LastStored(rctx, c.nc, c.stream, subj)
+	var msgs []*nats.Msg
+	var err error
+	if c.directReads {
+		msgs, err = lastevents.ReadDirect(rctx, c.nc, c.stream, c.agent, callID, types)
+	} else {
+		msgs, err = lastevents.Read(rctx, c.nc, c.agent, callID, types)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*nats.Msg, len(msgs))
+	for _, m := range msgs {
+		if m == nil {
+			continue
+		}
+		if _, _, typ, ok := subject.Tokens(m.Header.Get(jetstream.SubjectHeader)); ok {
+			out[typ] = m
+		}
+	}
+	return out, nil
+}
+
+// lastOf is the last stored message of type typ of the call, or nil.
+func (c *Client) lastOf(ctx context.Context, callID, typ string) (*nats.Msg, error) {
+	stored, err := c.storedOf(ctx, callID, []string{typ})
+	if err != nil {
+		return nil, err
+	}
+	return stored[typ], nil
 }
 
 // eventOf decodes a republished or directly read event of this agent's
@@ -705,11 +750,7 @@ func (c *Client) storedResolution(ctx context.Context, callID string, rev uint32
 // lastEventOf is the last stored event of type typ of call callID, nil
 // when there is none.
 func (c *Client) lastEventOf(ctx context.Context, callID, typ string) (*airlockv1.Event, error) {
-	subj, err := subject.Event(c.agent, callID, typ)
-	if err != nil {
-		return nil, err
-	}
-	m, err := c.lastStored(ctx, subj)
+	m, err := c.lastOf(ctx, callID, typ)
 	if err != nil || m == nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func completeCall(t *testing.T, pub *bus.Publisher, agent, call string, rev uint
 }
 
 func TestAwaitReturnsOutcomePublishedBeforeItStarted(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	nc, _ := testenv.Connect(t, n.URL())
 	c, err := airlock.New(nc, "bot")
@@ -60,7 +60,7 @@ func TestAwaitReturnsOutcomePublishedBeforeItStarted(t *testing.T) {
 }
 
 func TestAwaitFollowsLiveAndSkipsSupersededRevisions(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	nc, _ := testenv.Connect(t, n.URL())
 	c, _ := airlock.New(nc, "bot")
@@ -101,7 +101,7 @@ func TestAwaitFollowsLiveAndSkipsSupersededRevisions(t *testing.T) {
 }
 
 func TestAwaitSurvivesNATSRestart(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	cfg := testenv.Config(n.URL())
 	testenv.Deps(t, cfg) // provisions the stream
 	nc, _ := testenv.Connect(t, n.URL())
@@ -139,7 +139,7 @@ func TestAwaitSurvivesNATSRestart(t *testing.T) {
 }
 
 func TestSubmitRefusesInvalidCallsLocally(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	nc, _ := testenv.Connect(t, n.URL())
 	c, _ := airlock.New(nc, "bot", airlock.WithMaxRequestBytes(512))
 	tests := []struct {
@@ -166,7 +166,7 @@ func TestSubmitRefusesInvalidCallsLocally(t *testing.T) {
 // policy that allowed it), whether Await reads the stored events or follows
 // them live.
 func TestTheOutcomeNamesWhoLetTheCallRun(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	decide := func(call, typ string, actor *airlockv1.Actor) {
 		t.Helper()
@@ -279,7 +279,7 @@ func TestTheOutcomeNamesWhoLetTheCallRun(t *testing.T) {
 // hears that the call waits for a reviewer (and why), then who approved it,
 // even when those steps were stored before the await began.
 func TestAwaitProgressReportsTheStepsBeforeTheOutcome(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	nc, _ := testenv.Connect(t, n.URL())
 	c, _ := airlock.New(nc, "bot")
@@ -315,7 +315,7 @@ func TestAwaitProgressReportsTheStepsBeforeTheOutcome(t *testing.T) {
 // ran, from the outcome and from the approved step; an unedited approval
 // says nothing of the kind.
 func TestTheOutcomeSaysWhenAReviewerEditedTheArguments(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	args := func(path string) *structpb.Struct {
 		s, err := structpb.NewStruct(map[string]any{"path": path})

@@ -41,10 +41,11 @@ import (
 // An agent needs no JetStream access: it publishes a request on
 // airlock.req.<agent>.<call> (stored in the intake stream), follows its
 // call's events on airlock.out.<agent>.<call>.> (every event the events
-// stream stores is republished there), and reads the last event of a
-// subject with Direct Get when it starts following a call it did not submit
-// in this process. NATS permissions confine an agent to its own ids in all
-// three (deploy/nats, ARCHITECTURE.md "Trust boundaries").
+// stream stores is republished there), and asks airlock for its call's last
+// stored events (airlock.agent.<agent>.events, which the approval service
+// answers: package lastevents) when it starts following a call. NATS
+// permissions confine an agent to its own ids in all three (deploy/nats,
+// ARCHITECTURE.md "Trust boundaries").
 type Client struct {
 	agent    string
 	js       jetstream.JetStream
@@ -71,6 +72,8 @@ type Client struct {
 	// follows hands the followed calls' events over one subscription
 	// (Follows); its own unless WithFollows shares one.
 	follows *Follows
+	// directReads: read stored events with Direct Get (WithDirectReads).
+	directReads bool
 }
 
 // Option adjusts a Client.
@@ -82,6 +85,13 @@ func WithStream(name string) Option { return func(c *Client) { c.stream = name }
 // WithMaxRequestBytes matches the server's limits.max_request_bytes, so an
 // oversized call is refused before it is sent.
 func WithMaxRequestBytes(n int) Option { return func(c *Client) { c.maxBytes = n } }
+
+// WithDirectReads makes the client read its calls' stored events with
+// JetStream Direct Get over its connection, as the console and the MCP
+// gateway do with a service user allowed the Direct Get of every call's
+// events. An agent's own connection is not: without this option the client
+// asks airlock for them (the approval service's airlock.agent.<agent>.events).
+func WithDirectReads() Option { return func(c *Client) { c.directReads = true } }
 
 // WithRequestSeal lets a front-end seal each request it submits for the
 // agent (see package seal); agents themselves never need it.

@@ -16,7 +16,7 @@ import (
 // is open; each follow gets its own call's messages alone, and a second
 // stop changes nothing.
 func TestFollowsShareOneSubscriptionPerAgent(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	nc, _ := testenv.Connect(t, n.URL())
 	pub, _ := testenv.Connect(t, n.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -22,7 +22,7 @@ import (
 // bot's client, with a context that ends with the test (10 s at most).
 func gateRig(t *testing.T) (svc.Deps, *airlock.Client, context.Context) {
 	t.Helper()
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	nc, _ := testenv.Connect(t, n.URL())
 	c, err := airlock.New(nc, "bot")

@@ -17,7 +17,7 @@ import (
 // also one stored before it started following — and a failed call's own
 // error result comes with the outcome.
 func TestOnEventSeesTheApprovalRequestBeforeTheOutcome(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("policy")
 	nc, _ := testenv.Connect(t, n.URL())

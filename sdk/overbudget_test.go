@@ -81,7 +81,7 @@ func wantOverBudget(t *testing.T, err error, call string, rev uint32) {
 // context. The client hears its agent's notices from its first Submit on
 // and keeps them for the waits that follow.
 func TestAwaitAfterSubmitHearsTheOverBudgetNotice(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	nc, _ := testenv.Connect(t, n.URL())
 	c, err := airlock.New(nc, "bot")
@@ -129,7 +129,7 @@ func TestAwaitAfterSubmitHearsTheOverBudgetNotice(t *testing.T) {
 // about that revision (and one that is not recorded); a wait that names no
 // revision, on a notice about a revision newer than any recorded.
 func TestAnOverBudgetNoticeEndsOnlyAWaitForItsRevision(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("policy")
 	nc, _ := testenv.Connect(t, n.URL())
@@ -299,7 +299,7 @@ func TestOverBudgetNoticesStayBounded(t *testing.T) {
 // recorded) ends neither a wait on an earlier one nor what Ended says of
 // it. A wait that names no revision is about the newest request: it ends.
 func TestARefusalOfALaterRevisionLeavesTheRevisionAwaitedGoingOn(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("policy")
 	nc, _ := testenv.Connect(t, n.URL())
@@ -347,7 +347,7 @@ func TestARefusalOfALaterRevisionLeavesTheRevisionAwaitedGoingOn(t *testing.T) {
 // follower sees only live events, ended on the notice about such a repeat.
 // Neither ends a wait now: the revision's own end does.
 func TestARefusedRepeatOfARecordedRevisionEndsNoWait(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("policy")
 	nc, _ := testenv.Connect(t, n.URL())

@@ -70,6 +70,10 @@ func TestAnAgentCallsOverTLS(t *testing.T) {
 				t.Fatalf("the executor's connection is not TLS: %v", err)
 			}
 			completeCall(t, svc.Deps{JS: js}.Publisher("executor"), "bot", id, 1, `{"echo":"over tls"}`)
+			// The approval service's own user, over TLS too, answers the
+			// agent's read of what is stored.
+			approval, _ := n.Connect(natsauth.RoleApproval)
+			testenv.ServeAgentReads(t, approval, n.Config.Stream.Name)
 			out, err := c.Await(ctx, id)
 			if err != nil {
 				t.Fatal(err)

@@ -200,11 +200,7 @@ func (w *Watcher) DoFast(ctx context.Context, call Call, opts ...AwaitOption) (O
 // recorded before DoFast began (the request was a repeat). A read that
 // fails ends the wait with its error.
 func (w *Watcher) overBudgetEnds(ctx context.Context, callID string, wt *waiter, notice error) (bool, error) {
-	subj, err := subject.Event(w.c.agent, callID, subject.Requested)
-	if err != nil {
-		return true, err
-	}
-	m, err := w.c.lastStored(ctx, subj)
+	m, err := w.c.lastOf(ctx, callID, subject.Requested)
 	if err != nil {
 		return true, fmt.Errorf("await call %s: read its newest recorded revision after an over-budget notice: %w", callID, err)
 	}

@@ -22,7 +22,7 @@ import (
 // the services would (a completed event echoing the call id, or a denial)
 // and checks that concurrent DoFast calls each get their own outcome.
 func TestDoFastDeliversEachCallItsOwnOutcome(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("executor")
 	sub, err := deps.NC.Subscribe(subject.AllRequests, func(m *nats.Msg) {
@@ -79,7 +79,7 @@ func TestDoFastDeliversEachCallItsOwnOutcome(t *testing.T) {
 // late end of revision 1 first, then revision 2's own end, and an
 // unreadable request with an invalid event (which carries no revision).
 func TestDoFastEndsOnTheSubmittedRevision(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("executor")
 	sub, err := deps.NC.Subscribe(subject.AllRequests, func(m *nats.Msg) {
@@ -140,7 +140,7 @@ func TestDoFastEndsOnTheSubmittedRevision(t *testing.T) {
 // when another executor ended the call first) and then the `failed` that was
 // stored: the agent must get the stored one.
 func TestDoFastNeverReportsAnOutcomeTheStreamRefused(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := startNATS(t)
 	deps := testenv.Deps(t, testenv.Config(n.URL()))
 	pub := deps.Publisher("executor")
 	sub, err := deps.NC.Subscribe(subject.AllRequests, func(m *nats.Msg) {

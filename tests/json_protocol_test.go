@@ -1,15 +1,19 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
 // jsonAgent is an agent written the way the README's "any language"
@@ -193,19 +197,22 @@ func TestAnAgentThatSpeaksOnlyJSON(t *testing.T) {
 			t.Fatalf("completed %v", done)
 		}
 	})
-	t.Run("after_a_restart_direct_get_reads_the_outcome_as_json", func(t *testing.T) {
+	t.Run("after_a_restart_airlocks_read_gives_the_outcome_as_json", func(t *testing.T) {
 		fresh := dialJSONAgent(t, dev.Creds("json-bot"), dev.NATSURL)
-		m, err := fresh.nc.Request("$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.json-bot.j-1.exec.completed", nil, 5*time.Second)
+		m, err := fresh.nc.Request(subject.AgentEvents("json-bot"), []byte(`{"call_id":"j-1","types":["completed","rejected"]}`), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
+		line, body, _ := bytes.Cut(m.Data, []byte("\n"))
 		var doc map[string]any
-		if m.Header.Get("Content-Type") != "application/json" || json.Unmarshal(m.Data, &doc) != nil || obj(doc, "completed") == nil {
-			t.Fatalf("direct get answered %v %s", m.Header, m.Data)
+		f := strings.Fields(string(line))
+		if len(f) != 4 || f[0] != "airlock.evt.json-bot.j-1.exec.completed" || f[2] != "json" || f[3] != strconv.Itoa(len(body)-1) ||
+			json.Unmarshal(body, &doc) != nil || obj(doc, "completed") == nil {
+			t.Fatalf("the read answered %v %q: want the completed event alone, as JSON after the line naming it", m.Header, m.Data)
 		}
-		none, err := fresh.nc.Request("$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.json-bot.j-1.rejected", nil, 5*time.Second)
-		if err != nil || none.Header.Get("Status") != "404" {
-			t.Fatalf("direct get of an event that never happened: %v %v", none.Header, err)
+		none, err := fresh.nc.Request(subject.AgentEvents("json-bot"), []byte(`{"call_id":"j-1","types":["rejected"]}`), 5*time.Second)
+		if err != nil || len(none.Data) != 0 || none.Header.Get("Nats-Service-Error-Code") != "" {
+			t.Fatalf("the read of an event that never happened: %v %q %v; want an empty reply", none.Header, none.Data, err)
 		}
 	})
 }

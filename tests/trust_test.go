@@ -111,6 +111,12 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 			{"$JS.API.STREAM.PURGE." + requestStream, "purging other agents' requests", nil},
 			{"$JS.API.DIRECT.GET." + eventsStream, "reading any sequence", []byte(`{"seq":1}`)},
 			{"$JS.API.DIRECT.GET." + eventsStream + ".airlock.evt.bot.>", "reading another agent's events", nil},
+			// NATS cannot tell a literal "*" from a wildcard: a Direct Get of
+			// its own subjects with one walks the agent's whole history under
+			// the stream's lock. An agent reads its calls through airlock.
+			{"$JS.API.DIRECT.GET." + eventsStream + ".airlock.evt.evil.*.requested", "a wildcard read of its own events on the stream", nil},
+			{"$JS.API.DIRECT.GET." + eventsStream + ".airlock.evt.evil.x.requested", "reading its own events on the stream", nil},
+			{"airlock.agent.bot.events", "reading another agent's call through airlock", []byte(`{"call_id":"victim","types":["requested"]}`)},
 			{"airlock.api.approval.decide", "deciding as alice", decide},
 			{"airlock.api.approval.grants.create", "planting a standing grant", []byte(`{"fromAgentId":"evil","fromCallId":"x"}`)},
 			{"airlock.api.policy.rules.put", "an allow-everything rule", []byte(`{"rule":{"id":"evil","priority":1,"effect":"allow"},"by":{"id":"alice"}}`)},
@@ -265,7 +271,7 @@ func TestTrustBoundaryUnderTheShippedPermissions(t *testing.T) {
 		}
 		for _, reply := range []string{target, probe.Subject} {
 			for range 3 {
-				_ = evil.nc.PublishRequest(subject.DirectGet(eventsStream, "airlock.evt.evil.forged.exec.completed"), reply, nil)
+				_ = evil.nc.PublishRequest(subject.AgentEvents("evil"), reply, []byte(`{"call_id":"forged","types":["completed"]}`))
 				_ = evil.nc.PublishRequest("airlock.req.evil.pubackinject", reply, []byte("x"))
 			}
 		}

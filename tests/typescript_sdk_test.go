@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/airlock-gate/airlock/services/shared/config"
+	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
 )
 
@@ -107,6 +108,10 @@ func tlsNATSForTypeScript(t *testing.T) []string {
 	t.Helper()
 	f := testenv.NewTLSFiles(t)
 	n := testenv.StartSecureTLSNATS(t, f, true, "tlsbot")
+	// The approval service's user answers the agent's reads of its stored
+	// events over the link, as the approval service does.
+	approval, _ := n.Connect(natsauth.RoleApproval)
+	testenv.ServeAgentReads(t, approval, n.Config.Stream.Name)
 	plain := n.CredentialFile("tlsbot")
 	withTLS := f.Credential(t, plain, map[string]string{"ca_file": "ca.crt", "cert_file": "client.crt", "key_file": "client.key"})
 	return []string{"AIRLOCK_TEST_TLS_URL=" + n.Server.URL(), "AIRLOCK_TEST_TLS_CREDENTIAL=" + withTLS,

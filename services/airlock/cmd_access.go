@@ -15,7 +15,7 @@ import (
 
 	airlock "github.com/airlock-gate/airlock/sdk"
 	"github.com/airlock-gate/airlock/services/console"
-	"github.com/airlock-gate/airlock/services/shared/bus"
+	"github.com/airlock-gate/airlock/services/shared/lastevents"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/seal"
 	"github.com/airlock-gate/airlock/services/shared/subject"
@@ -114,7 +114,7 @@ accounts with ` + "`airlock nats config`" + ` instead.`,
 			}
 			fmt.Printf("agent %s created; its credential is %s (keep it secret)\n", args[0], file)
 			if running {
-				err = awaitAccepted(cmd.Context(), d, cred, cfg.Stream.Name)
+				err = awaitAccepted(cmd.Context(), d, cred)
 			}
 			switch {
 			case !running || errors.Is(err, errDevNotRunning):
@@ -351,13 +351,13 @@ var errDevNotRunning = errors.New("airlock dev is not running")
 const acceptWait = 15 * time.Second
 
 // awaitAccepted returns once the NATS server the credential names accepts
-// it and its account's imports answer (a Direct Get on events, the stream
-// of that name, finds a responder), so that a call made right after
+// it and its account's imports answer (the read of a call's stored
+// events finds a responder), so that a call made right after
 // `airlock agents add` is not refused; errDevNotRunning when no server
 // answers there at all. It connects only once the server has loaded the
 // credential, as far as dev records it (natsauth.Dev.LoadedFile), so that
 // no attempt is refused and logged as an authentication error.
-func awaitAccepted(ctx context.Context, d natsauth.Dev, cred natsauth.Credential, events string) error {
+func awaitAccepted(ctx context.Context, d natsauth.Dev, cred natsauth.Credential) error {
 	ctx, cancel := context.WithTimeout(ctx, acceptWait)
 	defer cancel()
 	awaitLoaded(ctx, d, cred)
@@ -365,10 +365,10 @@ func awaitAccepted(ctx context.Context, d natsauth.Dev, cred natsauth.Credential
 		actx, stop := context.WithTimeout(ctx, 2*time.Second)
 		nc, err := airlock.Dial(actx, cred, cred.URL)
 		if err == nil {
-			// Only "no responders" says the import is not wired yet; a dev
-			// whose events stream is named otherwise than this
-			// configuration says refuses the read, which proves nothing.
-			_, err = bus.LastStored(actx, nc, events, subject.EventsPrefix+"."+cred.Agent+".accepted.requested")
+			// Only "no responders" says the import is not wired yet (or
+			// dev's approval service, which answers the read, not started);
+			// any other answer, a refusal included, proves the import.
+			_, err = lastevents.Read(actx, nc, cred.Agent, "accepted", []string{subject.Requested})
 			if !errors.Is(err, nats.ErrNoResponders) {
 				err = nil
 			}

@@ -38,7 +38,7 @@ const requestTimeout = 15 * time.Second
 const listLimit = 500
 
 // serveAPI registers the micro service: approvalapi's endpoints plus the
-// agents' cancel subject. As micro does, each endpoint handles its requests
+// agents' cancel and read subjects (airlock.agent.<agent>.cancel, .events). As micro does, each endpoint handles its requests
 // one at a time per replica (a decision takes about half a millisecond);
 // replicas share the load through micro's queue group.
 func (s *Service) serveAPI(ctx context.Context) (apiServer, error) {
@@ -70,6 +70,9 @@ func (s *Service) serveAPI(ctx context.Context) (apiServer, error) {
 		{"in_doubt_get", approvalapi.Subject(approvalapi.InDoubtGet), rpc.Handle(log, func() *airlockv1.GetInDoubtRequest { return &airlockv1.GetInDoubtRequest{} }, timed(s.GetInDoubt))},
 		{"in_doubt_resolve", approvalapi.Subject(approvalapi.InDoubtResolve), rpc.HandleSealed(log, gate, func() *airlockv1.ResolveInDoubtRequest { return &airlockv1.ResolveInDoubtRequest{} }, timed(s.ResolveInDoubt))},
 		{"agent_cancel", subject.AgentCancel("*"), rpc.Recover(log, s.agentCancel)},
+		// an agent's read of its call's last stored events, registered
+		// last (testenv.ApprovalServing waits for it)
+		{"agent_events", subject.AgentEvents("*"), rpc.Recover(log, s.reads.Handle)},
 	}
 	for _, e := range endpoints {
 		if err := srv.AddEndpoint(e.name, e.h, micro.WithEndpointSubject(e.subject)); err != nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/consume"
 	"github.com/airlock-gate/airlock/services/shared/envelope"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/lastevents"
 	"github.com/airlock-gate/airlock/services/shared/notify"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/quota"
@@ -99,6 +100,9 @@ type Service struct {
 	// agent's burst never holds another's cancel behind it.
 	cancelsOf   *quota.PerAgent
 	cancelSlots chan struct{}
+	// reads answers agents' reads of their calls' last stored events
+	// (airlock.agent.<agent>.events), with literal Direct Gets only.
+	reads *lastevents.Server
 	// withdrawals bounds each agent's withdrawals of calls the policy has
 	// not decided (withdrawUndecided): each writes an event.
 	withdrawals *quota.Keyed
@@ -187,6 +191,7 @@ func New(ctx context.Context, deps svc.Deps, notifiers []notify.Notifier) (*Serv
 
 		cancelsOf:   quota.New(maxCancelsPerAgent),
 		cancelSlots: make(chan struct{}, cancelWorkers),
+		reads:       lastevents.NewServer(deps.NC, deps.Config.Stream.Name, deps.Log.With("service", "approval")),
 		withdrawals: quota.NewKeyed(quota.Rate{Capacity: float64(deps.Config.Limits.AgentCallsPerMinute), Refill: time.Minute}),
 
 		inDoubtFull:    map[string]time.Time{},
@@ -269,6 +274,7 @@ func (s *Service) Run(ctx context.Context) error {
 	api.stop()
 	wg.Wait()
 	s.bg.Wait()
+	s.reads.Wait()
 	if ctx.Err() != nil {
 		// Shut down while still starting (e.g. creating the consumer): not a failure.
 		return nil

@@ -59,9 +59,10 @@ type agentCalls struct {
 
 // client submits as agent, sealing each request as the console: the
 // console authenticated the agent's token, and vouches for the person the
-// token binds its calls to.
+// token binds its calls to. It reads the calls' stored events with the
+// console's own Direct Gets (its user may).
 func (a *agentCalls) client(agent string) (*airlock.Client, error) {
-	return airlock.New(a.nc, agent, airlock.WithStream(a.cfg.Stream.Name), airlock.WithMaxRequestBytes(a.cfg.Limits.MaxRequestBytes),
+	return airlock.New(a.nc, agent, airlock.WithStream(a.cfg.Stream.Name), airlock.WithMaxRequestBytes(a.cfg.Limits.MaxRequestBytes), airlock.WithDirectReads(),
 		airlock.WithRequestSeal(func(m *nats.Msg) { a.frontend.Request(m, Frontend, a.now()) }), airlock.WithOverBudgetNotices(a.overBudget), airlock.WithFollows(a.follows))
 }
 

@@ -375,9 +375,10 @@ func tokenOK(want []byte, header string) bool {
 }
 
 // newClient is the agent client an endpoint submits with: the gateway's
-// own connection, every request sealed as the gateway.
+// own connection, every request sealed as the gateway, the calls' stored
+// events read with the gateway's own Direct Gets (its user may).
 func (g *Gateway) newClient(agent string) (*airlock.Client, error) {
 	cfg := g.deps.Config
-	return airlock.New(g.deps.NC, agent, airlock.WithStream(cfg.Stream.Name), airlock.WithMaxRequestBytes(cfg.Limits.MaxRequestBytes),
+	return airlock.New(g.deps.NC, agent, airlock.WithStream(cfg.Stream.Name), airlock.WithMaxRequestBytes(cfg.Limits.MaxRequestBytes), airlock.WithDirectReads(),
 		airlock.WithRequestSeal(func(m *nats.Msg) { g.frontend.Request(m, Frontend, time.Now()) }))
 }

@@ -431,6 +431,56 @@ const ends: Array<[Status, string]> = [
   ["canceled", "canceled"], ["invalid", "invalid"], ["completed", "exec.completed"], ["failed", "exec.failed"],
 ];
 
+/** A stored event as airlock's read answers it: its stored subject, whether its body is protojson, the body. */
+interface StoredEvent {
+  subject: string;
+  json: boolean;
+  data: Uint8Array;
+}
+
+/**
+ * The last stored event of each type (the event type: "completed", not
+ * "exec.completed") of the agent's call, by type, asked of airlock on
+ * airlock.agent.<agent>.events in one request (the approval service reads
+ * them: an agent reaches no JetStream API), again for the types a reply
+ * left out (Airlock-Unread). The reply is a frame per event found:
+ * "<subject> <sequence> <json|protobuf> <length>\n<body>\n" (the Go
+ * package lastevents).
+ */
+async function readStored(nc: NatsConnection, agent: string, callId: string, types: string[]): Promise<Map<string, StoredEvent>> {
+  const out = new Map<string, StoredEvent>();
+  while (types.length > 0) {
+    let m: Msg;
+    try {
+      m = await nc.request(`airlock.agent.${agent}.events`, JSON.stringify({ call_id: callId, types }), { timeout: 10_000 });
+    } catch (err) {
+      if ((err as any)?.isNoResponders?.()) {
+        throw new AirlockError(`read the stored events of call ${callId}: no airlock approval service answers airlock.agent.${agent}.events: start it (airlock serve approval, or airlock dev)`);
+      }
+      throw err;
+    }
+    const code = m.headers?.get("Nats-Service-Error-Code");
+    if (code) throw new ApiError(m.headers?.get("Nats-Service-Error") || `the read of call ${callId}'s stored events was refused (${code})`, 0, code);
+    const b = m.data;
+    for (let at = 0; at < b.length;) {
+      const nl = b.indexOf(10, at);
+      const fields = nl < 0 ? [] : new TextDecoder().decode(b.subarray(at, nl)).split(" ");
+      const size = Number(fields[3]);
+      if (fields.length !== 4 || !Number.isInteger(size) || size < 0 || nl + 1 + size >= b.length || b[nl + 1 + size] !== 10) {
+        throw new Error(`the read of call ${callId}'s stored events answered a frame that is not "<subject> <sequence> <json|protobuf> <length>", then the body`);
+      }
+      const subject = fields[0];
+      out.set(subject.split(".").pop()!, { subject, json: fields[2] === "json", data: b.subarray(nl + 1, nl + 1 + size) });
+      at = nl + 2 + size;
+    }
+    const unread = m.headers?.get("Airlock-Unread") ?? "";
+    const left = unread === "" ? [] : unread.split(",");
+    if (left.length >= types.length) throw new Error(`the read of call ${callId}'s stored events left out every type asked (${unread})`);
+    types = left;
+  }
+  return out;
+}
+
 /** A do() waiting for its call's end. */
 interface Waiter {
   /** Ends the wait: with the call's outcome, undefined (timed out) or the error that stopped it. */
@@ -642,7 +692,16 @@ class NatsTransport implements Transport {
           const out = ev && w ? outcomeOf(callId, status, ev) : undefined;
           if (!w || !out || !endsWait(out, w.revision)) return;
           if (out.status !== "invalid") return w.settle(out);
-          this.repeatRefused(callId, out).then((repeat) => { if (!repeat) w.settle(out); }, () => w.settle(out));
+          this.recorded(callId).then((recorded) => {
+            // A refused repeat of a recorded revision ends nothing.
+            if (out.revision > 0 && out.revision <= recorded) return;
+            // The policy sends its notice before it stores the first
+            // refusals over budget of a minute as invalid: a notice kept
+            // about the revision says more (when to retry), whichever of
+            // the two reads of what is recorded is answered first.
+            const over = this.kept(callId);
+            w.settle(over && answers(over, w.revision, recorded) ? over : out);
+          }, () => w.settle(out));
         },
       });
     }
@@ -760,21 +819,24 @@ class NatsTransport implements Transport {
 
   /** The newest revision of the call airlock recorded (its last requested event), 0 when none. */
   private async recorded(callId: string): Promise<number> {
-    const type = "requested";
-    const m = await this.nc.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${this.agent}.${callId}.${type}`, "", { timeout: 10_000 });
-    if (m.headers?.get("Status") === "404" || m.data.length === 0) return 0;
-    const ev = this.eventOf(m, callId, type, type as Status);
+    return this.recordedIn(callId, await readStored(this.nc, this.agent, callId, ["requested"]));
+  }
+
+  /** The newest revision recorded, as stored holds the call's last requested event. */
+  private recordedIn(callId: string, stored: Map<string, StoredEvent>): number {
+    const m = stored.get("requested");
+    const ev = m && this.eventFrom(m.subject, m.json, m.data, callId, "requested", "requested" as Status);
     return ev ? Math.max(Number(ev.revision) || 0, 1) : 0;
   }
 
-  /** The call's stored end, if it has ended. */
+  /** The call's stored end, if it has ended: its last request and every end type read in one request. */
   private async stored(callId: string): Promise<Outcome | undefined> {
+    const stored = await readStored(this.nc, this.agent, callId, ["requested", ...ends.map(([status]) => status)]);
     for (const [status, type] of ends) {
-      const m = await this.nc.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${this.agent}.${callId}.${type}`, "", { timeout: 10_000 });
-      if (m.headers?.get("Status") === "404" || m.data.length === 0) continue;
-      const ev = this.eventOf(m, callId, type, status);
+      const m = stored.get(status);
+      const ev = m && this.eventFrom(m.subject, m.json, m.data, callId, type, status);
       const out = ev && outcomeOf(callId, status, ev);
-      if (out && !(await this.repeatRefused(callId, out))) return out;
+      if (out && !(out.status === "invalid" && out.revision > 0 && out.revision <= this.recordedIn(callId, stored))) return out;
     }
     return undefined;
   }
@@ -797,10 +859,15 @@ class NatsTransport implements Transport {
    * own calls, which this refuses (as the Go SDK's eventOf).
    */
   private eventOf(m: Msg, callId: string, type: string, status: Status): any | undefined {
-    if (natsSubject(m) !== `airlock.evt.${this.agent}.${callId}.${type}`) return undefined;
+    return this.eventFrom(natsSubject(m), isJSON(m), m.data, callId, type, status);
+  }
+
+  /** eventOf for an event stored on subject, its body data protojson when json. */
+  private eventFrom(subject: string, json: boolean, data: Uint8Array, callId: string, type: string, status: Status): any | undefined {
+    if (subject !== `airlock.evt.${this.agent}.${callId}.${type}`) return undefined;
     let ev: any;
     try {
-      ev = isJSON(m) ? m.json<any>() : decodeEvent(m.data);
+      ev = json ? JSON.parse(new TextDecoder().decode(data)) : decodeEvent(data);
     } catch {
       return undefined;
     }

@@ -31,15 +31,23 @@ describe("over nats, a call requested in JSON", () => {
       const refused = await client.await(denied, 30_000);
       assert.equal(refused.status, "denied", JSON.stringify(refused));
       assert.equal(refused.reason, "secrets stay put");
-      // The stored events are protojson indeed: the Direct Get of the
-      // completion says so in its Content-Type.
-      const stored = await raw.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${rawAgent}.${echoed}.exec.completed`, "", { timeout: 10_000 });
-      assert.equal(stored.headers?.get("Content-Type"), "application/json");
+      // The stored events are protojson indeed: airlock's read of the
+      // completion says so on the line before its body.
+      const read = async (callId: string) => {
+        const m = await raw.request(`airlock.agent.${rawAgent}.events`, JSON.stringify({ call_id: callId, types: ["completed"] }), { timeout: 10_000 });
+        const nl = m.data.indexOf(10);
+        assert.ok(nl > 0, `the read of ${callId} answered ${m.string()} (${m.headers?.get("Nats-Service-Error") ?? ""})`);
+        return { line: new TextDecoder().decode(m.data.subarray(0, nl)).split(" "), body: m.data.subarray(nl + 1) };
+      };
+      const stored = await read(echoed);
+      assert.equal(stored.line[0], `airlock.evt.${rawAgent}.${echoed}.exec.completed`);
+      assert.equal(stored.line[2], "json");
+      assert.equal(stored.body[0], "{".charCodeAt(0));
       // And the client's own call, requested in protobuf, is stored as protobuf.
       const own = await client.do({ tool: "demo__echo", arguments: { text: "hello in protobuf" } });
-      const mine = await raw.request(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.airlock.evt.${rawAgent}.${own.callId}.exec.completed`, "", { timeout: 10_000 });
-      assert.equal(mine.headers?.get("Content-Type") ?? "", "", "the client's own call was stored as protojson: it requested in JSON");
-      assert.ok(mine.data.length > 0 && mine.data[0] !== "{".charCodeAt(0));
+      const mine = await read(own.callId);
+      assert.equal(mine.line[2], "protobuf", "the client's own call was stored as protojson: it requested in JSON");
+      assert.ok(Number(mine.line[3]) > 0 && mine.body[0] !== "{".charCodeAt(0));
     } finally {
       await raw.close();
       await client.close();

@@ -1,7 +1,8 @@
 // Another agent (AIRLOCK_TEST_OTHER_CREDENTIAL) cannot hand this agent an
-// outcome: it can make the server answer one of its own Direct Gets onto
-// this agent's airlock.out subjects, but what arrives is then its own
-// call's event, which the client refuses. Environment as client.test.ts.
+// outcome: it can make airlock answer its read of one of its own calls'
+// stored events onto this agent's airlock.out subjects, but what arrives
+// is then its own call's event, which the client refuses. Environment as
+// client.test.ts.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
@@ -22,9 +23,9 @@ describe("over nats, another agent's events", () => {
       // The victim's call waits for a person.
       const callId = await victim.submit({ callId: `ts-forged-${randomUUID().slice(0, 8)}`, tool: "demo__write_file", arguments: { path: "ts-forged.txt", content: "x" } });
       const waiting = victim.await(callId, 4000);
-      const ownEvent = `airlock.evt.${rawAgent}.${own.callId}.exec.completed`;
+      const read = JSON.stringify({ call_id: own.callId, types: ["completed"] });
       for (let i = 0; i < 10; i++) {
-        raw.publish(`$JS.API.DIRECT.GET.AIRLOCK_EVENTS.${ownEvent}`, "", { reply: `airlock.out.${agent}.${callId}.exec.completed` });
+        raw.publish(`airlock.agent.${rawAgent}.events`, read, { reply: `airlock.out.${agent}.${callId}.exec.completed` });
         await new Promise((r) => setTimeout(r, 100));
       }
       const out = await waiting;

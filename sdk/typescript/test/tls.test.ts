@@ -16,8 +16,9 @@ const env = (name: string): string => envOf(name, "go test -run TestTypeScriptCl
 async function submitOver(client: airlock.Client): Promise<void> {
   try {
     const callId = await client.submit({ callId: `ts-tls-${randomUUID().slice(0, 8)}`, tool: "demo__echo", arguments: { text: "over tls" } });
-    // No service runs here: the call waits, and the read of its stored
-    // events (Direct Get) crossed the link too.
+    // No service but the reads of stored events runs here: the call
+    // waits, and its read (airlock.agent.<agent>.events) crossed the link
+    // too.
     const out = await client.await(callId, 200);
     assert.equal(out.status, "pending");
   } finally {

@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/bus"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/ids"
+	"github.com/airlock-gate/airlock/services/shared/lastevents"
 	"github.com/airlock-gate/airlock/services/shared/natsauth"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 	"github.com/airlock-gate/airlock/services/shared/testenv"
@@ -269,7 +270,7 @@ func isClosed(err error) bool {
 // `airlock dev`, which reloads without a restart) gets an account of its
 // own on the reload, in which every path an agent uses works across the
 // account boundary — the intake's acknowledgement of a request, an event
-// republished on its outcome subject, a Direct Get's answer and a cancel's
+// republished on its outcome subject, the read of its stored events and a cancel's
 // reply, each answered on its own inbox prefix — and which bounds its
 // connections; an agent connected before the reload keeps every path.
 func TestAnAgentAddedWhileTheServerRunsGetsAWorkingBoundedAccount(t *testing.T) {
@@ -304,6 +305,7 @@ func TestAnAgentAddedWhileTheServerRunsGetsAWorkingBoundedAccount(t *testing.T) 
 	if _, err := approval.Subscribe(subject.AgentCancel("*"), func(m *nats.Msg) { _ = m.Respond([]byte("canceled " + m.Subject)) }); err != nil {
 		t.Fatal(err)
 	}
+	testenv.ServeAgentReads(t, approval, n.Config.Stream.Name)
 	if err := approval.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +335,8 @@ func TestAnAgentAddedWhileTheServerRunsGetsAWorkingBoundedAccount(t *testing.T) 
 			if m, err := tc.out.NextMsg(10 * time.Second); err != nil || string(m.Data) != tc.agent {
 				t.Fatalf("%s's outcome subject: %v, %v; want the stored event republished into its account", tc.agent, m, err)
 			}
-			if m, err := tc.nc.RequestWithContext(ctx, subject.DirectGet(n.Config.Stream.Name, event), nil); err != nil || string(m.Data) != tc.agent {
-				t.Fatalf("%s's Direct Get of %s: %v, %v; want the stored event", tc.agent, event, m, err)
+			if got, err := lastevents.Read(ctx, tc.nc, tc.agent, "c1", []string{subject.Requested}); err != nil || len(got) != 1 || string(got[0].Data) != tc.agent {
+				t.Fatalf("%s's read of %s: %v, %v; want the stored event", tc.agent, event, got, err)
 			}
 			if m, err := tc.nc.RequestWithContext(ctx, subject.AgentCancel(tc.agent), []byte(`{}`)); err != nil || string(m.Data) != "canceled "+subject.AgentCancel(tc.agent) {
 				t.Fatalf("%s's cancel: %v, %v; want the approval service's reply", tc.agent, m, err)

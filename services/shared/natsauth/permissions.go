@@ -14,9 +14,12 @@
 //     imports from AIRLOCK exactly four things, each narrowed to its own
 //     agent token, and AIRLOCK exports each of them to that account alone:
 //     publishing a request on airlock.req.<agent>.<call> (answered with the
-//     intake stream's ack), cancelling one's own call, Direct Get of the last
-//     event on a subject under airlock.evt.<agent>.>, and the republished
-//     events on airlock.out.<agent>.>. Because every reply to an agent
+//     intake stream's ack), cancelling one's own call, reading the last
+//     stored events of one's own call (airlock.agent.<agent>.events, which
+//     the approval service answers with literal Direct Gets: package
+//     lastevents; no JetStream API, whose subjects NATS cannot keep from
+//     wildcards), and the republished events on airlock.out.<agent>.>.
+//     Because every reply to an agent
 //     crosses the account boundary through the import, a reply subject an
 //     agent chooses can never land a message in a stream, on a service
 //     subject or in another agent's account.
@@ -30,6 +33,7 @@ import (
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
 	"github.com/airlock-gate/airlock/services/shared/config"
 	"github.com/airlock-gate/airlock/services/shared/executorapi"
+	"github.com/airlock-gate/airlock/services/shared/lastevents"
 	"github.com/airlock-gate/airlock/services/shared/policyapi"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
@@ -200,6 +204,19 @@ func directGet(stream string, types ...string) []string {
 	return out
 }
 
+// union is every type of lists once, in the order first named.
+func union(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		for _, t := range l {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
 // readAll lets a service read any range of a stream with short-lived
 // ordered consumers (the console's timeline and feed, the audit back-fill).
 func readAll(stream string) []string {
@@ -273,12 +290,16 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				events(append(slices.Clone(subject.ApprovalOutcomes), subject.Notified, subject.UnauthorizedAttempt, subject.VoteCast, subject.DecisionRefused,
 					subject.OutcomeResolved)...),
 				system(subject.GrantCreated, subject.GrantRevoked, subject.GrantExpired),
-				// the sweeper checks that a stored decision reached the stream
-				directGet(n.events, subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled),
-				// the call of a run that ended in doubt, for its in-doubt task;
-				// whether people answered it already, and why a call has none;
-				// the call an agent withdraws before it was recorded
-				directGet(n.events, subject.Allowed, subject.OutcomeResolved, subject.Failed, subject.ApprovalRequested),
+				directGet(n.events, union(
+					// the sweeper checks that a stored decision reached the stream
+					[]string{subject.Approved, subject.Rejected, subject.ChangesRequested, subject.Expired, subject.Canceled},
+					// the call of a run that ended in doubt, for its in-doubt task;
+					// whether people answered it already, and why a call has none;
+					// the call an agent withdraws before it was recorded
+					[]string{subject.Allowed, subject.OutcomeResolved, subject.Failed, subject.ApprovalRequested},
+					// the last stored events of an agent's call, which it asks
+					// for on airlock.agent.<agent>.events (package lastevents)
+					lastevents.Readable)...),
 				// a call's last event, answered by the stream's leader, after
 				// which an agent's withdrawal of a call the policy has not
 				// decided is compare-and-appended (bus.LastStoredLeader)
@@ -294,7 +315,7 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 				// for a person; no other user may ask or answer it
 				[]string{subject.API("executor", "preview")}, healthOf,
 			),
-			SubscribeAllow: join(inbox, microOf(approvalapi.Service), []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*")}),
+			SubscribeAllow: join(inbox, microOf(approvalapi.Service), []string{subject.APIPrefix + ".approval.>", subject.AgentCancel("*"), subject.AgentEvents("*")}),
 			AllowResponses: true,
 		}, nil
 	case RoleExecutor:
@@ -364,7 +385,8 @@ func Service(role string, cfg config.Config) (Permissions, error) {
 }
 
 // Agent returns the permissions of agent id in its own account: its own
-// requests, its own cancellations, the last event of its own subjects, its
+// requests, its own cancellations, its own calls' last stored events (asked
+// of the approval service), its
 // own republished events and its own inbox — what its account imports, and
 // nothing else, in particular no JetStream API (the account has none) and
 // no airlock.api.*.
@@ -387,7 +409,7 @@ func agentImports(agent string, cfg config.Config) (services, streams []string) 
 	return []string{
 			subject.AgentRequests(agent) + ".*",
 			subject.AgentCancel(agent),
-			subject.DirectGet(cfg.Stream.Name, subject.OfAgent(agent)),
+			subject.AgentEvents(agent),
 		},
 		[]string{subject.OutPrefix + "." + agent + ".>"}
 }

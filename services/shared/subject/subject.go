@@ -333,6 +333,15 @@ const ToolsChanged = "airlock.changed.tools"
 // agent token lets NATS permissions keep agents to their own calls.
 func AgentCancel(agent string) string { return "airlock.agent." + agent + ".cancel" }
 
+// AgentEventsToken is the last token of AgentEvents.
+const AgentEventsToken = "events"
+
+// AgentEvents is where an agent asks for the last stored events of one of
+// its own calls (package lastevents): the agent token lets NATS permissions
+// keep agents to their own calls, and the approval service, not the
+// stream, reads them, with literal subjects only.
+func AgentEvents(agent string) string { return "airlock.agent." + agent + "." + AgentEventsToken }
+
 func isType(t string) bool {
 	for _, k := range Types {
 		if k == t {

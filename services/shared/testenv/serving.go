@@ -1,12 +1,15 @@
 package testenv
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/airlock-gate/airlock/services/shared/approvalapi"
+	"github.com/airlock-gate/airlock/services/shared/lastevents"
 	"github.com/airlock-gate/airlock/services/shared/subject"
 )
 
@@ -34,11 +37,32 @@ func Answering(t testing.TB, nc *nats.Conn, subjects ...string) {
 }
 
 // ApprovalServing waits until the approval service answers its endpoints
-// (an agent's cancel is the one it registers last; an empty one is
-// refused as not JSON).
+// (an agent's read of its stored events is the one it registers last; an
+// empty one is refused as not JSON).
 func ApprovalServing(t testing.TB, nc *nats.Conn) {
 	t.Helper()
-	Answering(t, nc, approvalapi.Subject(approvalapi.List), approvalapi.Subject(approvalapi.InDoubtGet), subject.AgentCancel("ready"))
+	Answering(t, nc, approvalapi.Subject(approvalapi.List), approvalapi.Subject(approvalapi.InDoubtGet), subject.AgentCancel("ready"), subject.AgentEvents("ready"))
+}
+
+// ServeAgentReads answers agents' reads of their calls' stored events
+// (lastevents) over nc, as the approval service does, for a test that runs
+// agents without it; it stops with the test. nc needs the approval
+// service's permissions (or none).
+func ServeAgentReads(t testing.TB, nc *nats.Conn, stream string) {
+	t.Helper()
+	srv := lastevents.NewServer(nc, stream, slog.New(slog.DiscardHandler))
+	m, err := micro.AddService(nc, micro.Config{Name: approvalapi.Service, Version: "1.0.0"})
+	if err != nil {
+		t.Fatalf("serve agents' reads: %v", err)
+	}
+	if err := m.AddEndpoint("agent_events", micro.HandlerFunc(srv.Handle), micro.WithEndpointSubject(subject.AgentEvents("*"))); err != nil {
+		t.Fatalf("serve agents' reads: %v", err)
+	}
+	Subscribed(t, nc)
+	t.Cleanup(func() {
+		_ = m.Stop()
+		srv.Wait()
+	})
 }
 
 // Subscribed returns once the server has every subscription made on nc so

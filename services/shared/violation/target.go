@@ -63,6 +63,10 @@ func Target(subj string) string {
 		return "airlock API " + strings.Join(tok[2:], ".")
 	case strings.HasPrefix(subj, subject.RequestsPrefix+".") && len(tok) >= 3:
 		return "the intake of agent " + tok[2]
+	case subj == subject.AgentCancel(tok[min(2, len(tok)-1)]):
+		return "the cancel of agent " + tok[2] + "'s calls"
+	case subj == subject.AgentEvents(tok[min(2, len(tok)-1)]):
+		return "the read of agent " + tok[2] + "'s stored events"
 	}
 	if w := whose(subj); w != "" {
 		return strings.TrimPrefix(w, ", ")
