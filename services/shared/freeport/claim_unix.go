@@ -5,9 +5,9 @@ package freeport
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"strconv"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // claim takes port for this process's life, against every other process
@@ -25,13 +25,25 @@ func claim(dir string, port int) bool {
 	if dir == "" {
 		return true
 	}
-	fd, err := syscall.Open(filepath.Join(dir, strconv.Itoa(port)), syscall.O_CREAT|syscall.O_RDWR|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+	// The directory is checked and used through one handle: checked by
+	// path, another user could swap it for a link between the check and
+	// the open (in a shared TMPDIR without the sticky bit).
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return true
 	}
-	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = syscall.Close(fd)
-		return !errors.Is(err, syscall.EWOULDBLOCK)
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil || !ownedAloneStat(&st) {
+		return true
+	}
+	fd, err := unix.Openat(dfd, strconv.Itoa(port), unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return true
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = unix.Close(fd)
+		return !errors.Is(err, unix.EWOULDBLOCK)
 	}
 	return true
 }
@@ -39,10 +51,11 @@ func claim(dir string, port int) bool {
 // ownedAlone reports whether dir is a directory (not a link to one) that
 // this user owns and no one else may write in or read.
 func ownedAlone(dir string) bool {
-	fi, err := os.Lstat(dir)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Getuid()
+	var st unix.Stat_t
+	return unix.Lstat(dir, &st) == nil && ownedAloneStat(&st)
+}
+
+// ownedAloneStat is ownedAlone of what st describes.
+func ownedAloneStat(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o077 == 0 && int(st.Uid) == os.Getuid()
 }

@@ -60,6 +60,7 @@ func TestAClaimDirectoryThisUserDoesNotOwnAloneIsNotUsed(t *testing.T) {
 // elsewhere.
 func TestAClaimFollowsNoLink(t *testing.T) {
 	dir := t.TempDir()
+	chmod(t, dir, 0o700) // a directory claims are made in
 	target := filepath.Join(t.TempDir(), "victim")
 	if err := os.Symlink(target, filepath.Join(dir, "20001")); err != nil {
 		t.Fatal(err)
@@ -81,5 +82,32 @@ func chmod(t *testing.T, dir string, perm os.FileMode) {
 	t.Helper()
 	if err := os.Chmod(dir, perm); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The claim directory is checked and used through one handle: one swapped
+// for a link after claimDir checked it (another user's doing, in a shared
+// TMPDIR without the sticky bit) gets no claim file, in it or where it
+// points; the probe alone decides.
+func TestAClaimDirectorySwappedAfterItsCheckIsNotUsed(t *testing.T) {
+	base := t.TempDir()
+	dir := claimDirIn(base)
+	if dir == "" {
+		t.Fatal("setup: no claim directory under a fresh base")
+	}
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+	mkdir(t, elsewhere, 0o777)
+	chmod(t, elsewhere, 0o777) // another user's, that anyone may write in
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	if !claim(dir, 20002) {
+		t.Fatal("a port was refused as claimed in a directory that must not be used")
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Fatalf("claiming through the swapped directory made %d files in %s", len(entries), elsewhere)
 	}
 }
