@@ -268,8 +268,8 @@ func TestACommandPrefixGrantAllowsNoHiddenCommand(t *testing.T) {
 // A grant a reviewer makes for a coding agent's ordinary edits ("writes
 // anywhere in the project", "this agent's patches", rated medium) never
 // answers a write to a file the agent's hooks are configured in: rule
-// coding-edit-secrets rates .claude/settings*.json, .cursor/hooks.json,
-// .github/hooks/*.json and ~/.copilot high, and a grant answers nothing
+// coding-edit-secrets rates .claude/settings*.json, .cursor/hooks.json
+// and .github/hooks/*.json high, and a grant answers nothing
 // riskier than the call it was made from. Yet the list was matched against
 // the path as written, so another spelling of the same file — a doubled
 // separator, a "." or a ".." segment — was rated an ordinary edit, which
@@ -343,7 +343,6 @@ func TestAGrantForOrdinaryEditsAnswersNoWriteOfTheHookConfiguration(t *testing.T
 		{"claude__Write", write(proj + "/.github//hooks/airlock.json")},
 		{"claude__Write", write(proj + "/.github/hooks//airlock.json")},
 		{"claude__Write", write(proj + "/.github/hooks/my hooks.json")},
-		{"claude__Write", write("/home/alice/.copilot/hooks/airlock.json")},
 		{"codex__apply_patch", patch(" *** Add File: .claude/settings.local.json")},
 		{"codex__apply_patch", patch("\t*** Delete File: .github/hooks/airlock.json")},
 		{"codex__apply_patch", map[string]any{"command": []any{"bash", "-lc", "cd .claude && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: settings.local.json\n+{}\n*** End Patch\nEOF\n"}}},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,71 +88,6 @@ func TestCardsAreRedrawnWhenAnMCPClientComesOrGoes(t *testing.T) {
 	}
 }
 
-// slowRedrawer is a redrawer whose first Redraw waits, once entered, until
-// released: a redraw on its way while the call is decided.
-type slowRedrawer struct {
-	redrawer
-	entered, release chan struct{}
-	once             *sync.Once
-}
-
-func (r slowRedrawer) Redraw(ctx context.Context, rec *airlockv1.ApprovalRecord, ref string) error {
-	r.once.Do(func() {
-		close(r.entered)
-		select {
-		case <-r.release:
-		case <-ctx.Done():
-		}
-	})
-	return r.redrawer.Redraw(ctx, rec, ref)
-}
-
-// A redraw of a pending call's card that is on its way when the call is
-// decided, its outcome drawn meanwhile (by another worker, or another
-// replica), must not leave the pending card — buttons and all — over the
-// outcome: the card ends showing the outcome.
-func TestARedrawOnItsWayWhenTheCallIsDecidedLeavesTheOutcome(t *testing.T) {
-	w := newWorld(t)
-	card := slowRedrawer{redrawer{&recorder{name: "card"}}, make(chan struct{}), make(chan struct{}), &sync.Once{}}
-	w.start(card)
-	ctx := context.Background()
-	clients, err := clientwait.Open(ctx, w.deps.JS, w.cfg.Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.pending(&airlockv1.ToolCall{CallId: "raced"}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
-	testenv.Eventually(t, 10*time.Second, "the call's announcement to be recorded", func() bool {
-		r, err := w.api.Get(ctx, "bot", "raced", 0)
-		return err == nil && card.has("announce:raced") && len(r.GetNotifications()) > 0
-	})
-	if err := clients.Lease("bot", "raced", "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: time.Now().Add(time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-card.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the card was not redrawn when the client started waiting")
-	}
-	if _, err := w.approve("raced", "alice"); err != nil {
-		t.Fatal(err)
-	}
-	const outcome = "update:raced:APPROVAL_STATE_APPROVED"
-	testenv.Eventually(t, 10*time.Second, "the outcome to be drawn while the redraw is on its way", func() bool { return card.has(outcome) })
-	close(card.release)
-	last := func() string {
-		card.mu.Lock()
-		defer card.mu.Unlock()
-		for i := len(card.seen) - 1; i >= 0; i-- {
-			if s := card.seen[i]; strings.HasPrefix(s, "redraw:raced:") || strings.HasPrefix(s, "update:raced:") {
-				return s
-			}
-		}
-		return ""
-	}
-	testenv.Eventually(t, 10*time.Second, "the redraw to land", func() bool { return card.has("redraw:raced:APPROVAL_STATE_PENDING") })
-	testenv.Eventually(t, 10*time.Second, "the card to end showing the outcome", func() bool { return last() == outcome })
-}
-
 // revCards is a chat channel whose every message is its own card: the
 // reference names the revision announced, and drawn holds what each card
 // shows last ("r<rev>:<state>" of the record drawn on it). Its first Redraw
@@ -217,90 +151,73 @@ func (c *revCards) Redraw(ctx context.Context, rec *airlockv1.ApprovalRecord, re
 	return nil
 }
 
-// fanout.redraw reads again the record of the revision whose card it
-// redraws, not the call's newest revision. An agent that makes its
-// MCP client come or go (a redraw of revision 1's card on its way) and then
-// submits revision 2 of the same call supersedes revision 1; its outcome is
-// drawn on revision 1's card, and then the redraw lands revision 1's
-// pending card, buttons and all, over it. The check after the redraw reads
-// revision 2, pending, and draws nothing: revision 1's card stays pending
-// over a superseded revision for good, had the check read revision 2. What
-// must hold: revision 1's card ends showing revision 1's outcome.
-func TestARedrawOnItsWayWhenANewRevisionArrivesLeavesTheOldCardsOutcome(t *testing.T) {
-	w := newWorld(t)
-	cards := &revCards{drawn: map[string]string{}, entered: make(chan struct{}), release: make(chan struct{})}
-	w.start(cards)
-	ctx := context.Background()
-	clients, err := clientwait.Open(ctx, w.deps.JS, w.cfg.Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
+// A redraw of a pending call's card (its MCP client came or went) that is
+// on its way when the card's outcome is drawn — by another worker or
+// another replica — must not leave the pending card, buttons and all, over
+// the outcome. fanout.redraw reads the record of the card's own revision
+// again once drawn, whether or not the redraw reported success, and draws
+// the outcome over it. The agent drives each case: its client comes and
+// goes at will, it withdraws or resubmits its own call.
+func TestARedrawOnItsWayLeavesTheOutcomeOnTheCard(t *testing.T) {
+	approve := func(t *testing.T, w *world) {
+		if _, err := w.approve("c", "alice"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	const card1, card2 = "rv@r1", "rv@r2"
-	w.pending(&airlockv1.ToolCall{CallId: "rv", Revision: 1}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
-	testenv.Eventually(t, 10*time.Second, "revision 1's announcement to be recorded", func() bool {
-		r, err := w.api.Get(ctx, "bot", "rv", 1)
-		return err == nil && cards.shows(card1) != "" && len(r.GetNotifications()) > 0
-	})
-	// The agent's client starts waiting: a redraw of revision 1's card is on its way.
-	if err := clients.Lease("bot", "rv", "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: time.Now().Add(time.Minute)}); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		// failFirst: the redraw is applied but reported as failed (its
+		// answer lost, or past the fanout's timeout).
+		failFirst bool
+		decide    func(t *testing.T, w *world)
+		// want is the outcome the card must end on ("": any but pending).
+		want string
+	}{
+		{"the_call_is_decided", false, approve, "r1:APPROVAL_STATE_APPROVED"},
+		// The agent submits revision 2, which supersedes revision 1; a check
+		// of the call's newest revision (pending) would draw nothing.
+		{"a_new_revision_supersedes_the_cards", false, func(t *testing.T, w *world) {
+			w.pending(&airlockv1.ToolCall{CallId: "c", Revision: 2}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
+		}, ""},
+		{"the_redraw_reports_failure_after_landing", true, approve, "r1:APPROVAL_STATE_APPROVED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			cards := &revCards{drawn: map[string]string{}, entered: make(chan struct{}), release: make(chan struct{}), failFirst: tc.failFirst}
+			w.start(cards)
+			ctx := context.Background()
+			clients, err := clientwait.Open(ctx, w.deps.JS, w.cfg.Buckets.ClientWaits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const card, pending = "c@r1", "r1:APPROVAL_STATE_PENDING"
+			w.pending(&airlockv1.ToolCall{CallId: "c", Revision: 1}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
+			testenv.Eventually(t, 10*time.Second, "the announcement to be recorded", func() bool {
+				r, err := w.api.Get(ctx, "bot", "c", 1)
+				return err == nil && cards.shows(card) != "" && len(r.GetNotifications()) > 0
+			})
+			// The client starts waiting: a redraw of the card is on its way.
+			if err := clients.Lease("bot", "c", "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: time.Now().Add(time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-cards.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the card was not redrawn when the client started waiting")
+			}
+			tc.decide(t, w)
+			testenv.Eventually(t, 10*time.Second, "the card's outcome to be drawn while the redraw is on its way", func() bool {
+				return cards.shows(card) != pending
+			})
+			outcome := cards.shows(card)
+			if tc.want != "" && outcome != tc.want {
+				t.Fatalf("the card's outcome is %s, want %s", outcome, tc.want)
+			}
+			close(cards.release)
+			testenv.Eventually(t, 10*time.Second, "the redraw to land", func() bool { return cards.redraws() > 0 })
+			testenv.Eventually(t, 10*time.Second, "the card to end showing its outcome "+outcome+", not a pending card with buttons", func() bool {
+				return cards.shows(card) == outcome
+			})
+		})
 	}
-	select {
-	case <-cards.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the card was not redrawn when the client started waiting")
-	}
-	// The agent submits revision 2: revision 1 is superseded, its outcome drawn.
-	w.pending(&airlockv1.ToolCall{CallId: "rv", Revision: 2}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
-	testenv.Eventually(t, 10*time.Second, "revision 1's outcome to be drawn and revision 2 announced", func() bool {
-		return cards.shows(card1) != "r1:APPROVAL_STATE_PENDING" && cards.shows(card2) != ""
-	})
-	outcome := cards.shows(card1)
-	close(cards.release)
-	testenv.Eventually(t, 10*time.Second, "the redraw to land", func() bool { return cards.redraws() > 0 })
-	testenv.Eventually(t, 10*time.Second, "revision 1's card to end showing its outcome "+outcome+", not a pending card with buttons", func() bool {
-		return cards.shows(card1) == outcome
-	})
-}
-
-// The check after a redraw runs whether or not the redraw reports success. A redraw the chat service applied but whose answer was
-// lost or came past the fanout's timeout (an error) while the call was
-// decided and its outcome drawn leaves the pending card, buttons and all,
-// over the outcome: the very interleaving the commit closes, through the
-// error path. The agent can time the decision itself (it withdraws its own
-// call) and make redraws at will (its MCP client comes and goes).
-// What must hold: the card ends showing the outcome.
-func TestARedrawThatFailsAfterLandingLeavesTheOutcome(t *testing.T) {
-	w := newWorld(t)
-	cards := &revCards{drawn: map[string]string{}, entered: make(chan struct{}), release: make(chan struct{}), failFirst: true}
-	w.start(cards)
-	ctx := context.Background()
-	clients, err := clientwait.Open(ctx, w.deps.JS, w.cfg.Buckets.ClientWaits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const card = "rf@r1"
-	w.pending(&airlockv1.ToolCall{CallId: "rf"}, &airlockv1.Decision{Approvers: []string{"group:reviewers"}})
-	testenv.Eventually(t, 10*time.Second, "the announcement to be recorded", func() bool {
-		r, err := w.api.Get(ctx, "bot", "rf", 1)
-		return err == nil && cards.shows(card) != "" && len(r.GetNotifications()) > 0
-	})
-	if err := clients.Lease("bot", "rf", "").Hold(ctx, clientwait.Presence{Endpoint: "claude", Until: time.Now().Add(time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-cards.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the card was not redrawn when the client started waiting")
-	}
-	if _, err := w.approve("rf", "alice"); err != nil {
-		t.Fatal(err)
-	}
-	const outcome = "r1:APPROVAL_STATE_APPROVED"
-	testenv.Eventually(t, 10*time.Second, "the outcome to be drawn", func() bool { return cards.shows(card) == outcome })
-	close(cards.release)
-	testenv.Eventually(t, 10*time.Second, "the redraw to land", func() bool { return cards.redraws() > 0 })
-	testenv.Eventually(t, 10*time.Second, "the card to end showing the outcome after a redraw that reported failure", func() bool {
-		return cards.shows(card) == outcome
-	})
 }
